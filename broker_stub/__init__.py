@@ -1,0 +1,1 @@
+"""The staticmq reference broker cluster: name server, brokers and their durable store."""

@@ -1,0 +1,1 @@
+"""The broker process: gRPC servicer, request handlers and the services behind them."""

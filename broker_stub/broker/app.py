@@ -1,0 +1,95 @@
+"""One broker: wires its data directory, store, services and name-server registration together.
+
+Data directory layout:
+    broker.json                    which broker owns the directory
+    config/topics.json             topic configs
+    config/consumer_offsets.json   committed group offsets
+    store/commitlog/, store/consumequeue/, store/checkpoint.json
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from broker_stub.broker.long_poll import ArrivalNotifier
+from broker_stub.broker.message_service import MessageService
+from broker_stub.broker.registration import Registration
+from broker_stub.broker.topic_service import TopicService
+from broker_stub.config import BrokerConfig
+from broker_stub.store.consumer_offsets import ConsumerOffsets
+from broker_stub.store.identity import claim_data_dir
+from broker_stub.store.message_store import MessageStore
+from broker_stub.store.topic_configs import TopicConfigs
+from staticmq_spark.protocol.names import validate_broker_name
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class BrokerApp:
+    def __init__(self, config: BrokerConfig) -> None:
+        validate_broker_name(config.name)
+        claim_data_dir(config.data_dir, config.name)
+        self.config = config
+        self.name = config.name
+        self.addr = ""
+        self.start_timestamp = int(time.time() * 1000)
+        self.notifier = ArrivalNotifier()
+        self.topic_configs = TopicConfigs(config.data_dir / "config" / "topics.json")
+        self.offsets = ConsumerOffsets(config.data_dir / "config" / "consumer_offsets.json")
+        self.store = MessageStore(config.data_dir / "store", config.store, on_arrival=self.notifier.notify)
+        self.topics = TopicService(self.topic_configs, self.store, self.offsets)
+        self.messages = MessageService(config, self.topics, self.store, self.notifier)
+        self._registration: Registration | None = None
+        self._stop = threading.Event()
+        self._offsets_thread = threading.Thread(target=self._persist_offsets, name="offsets", daemon=True)
+
+    def open(self) -> None:
+        """Load configs and recover the store (before serving)."""
+        self.topic_configs.load()
+        self.offsets.load()
+        started = time.monotonic()
+        self.store.open(self.topic_configs.uids())
+        log.info("broker %s: store recovered in %.2fs", self.name, time.monotonic() - started)
+        self.store.start()
+        self._offsets_thread.start()
+
+    def serve_at(self, addr: str) -> None:
+        """Called once the gRPC server listens: start heartbeats to the name server."""
+        self.addr = addr
+        self._registration = Registration(
+            self.config.namesrv, self.config.heartbeat_interval_ms / 1000, self.register_request
+        )
+        self._registration.start()
+
+    def topics_changed(self) -> None:
+        if self._registration is not None:
+            self._registration.trigger()
+
+    def register_request(self) -> pb.RegisterBrokerRequest:
+        entries = [pb.TopicRouteEntry(config=cfg.to_pb()) for cfg in self.topic_configs.all()]
+        return pb.RegisterBrokerRequest(
+            name=self.name,
+            cluster=self.config.cluster,
+            addr=self.addr,
+            topics=entries,
+            start_timestamp=self.start_timestamp,
+        )
+
+    def _persist_offsets(self) -> None:
+        interval = self.config.store.checkpoint_interval_ms / 1000
+        while not self._stop.wait(interval):
+            try:
+                self.offsets.persist()
+            except OSError:
+                log.exception("persisting consumer offsets failed")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._registration is not None:
+            self._registration.stop(unregister_name=self.name)
+        self.notifier.notify_all()
+        self.offsets.persist()
+        self.store.close()

@@ -1,0 +1,198 @@
+"""Send, pull (with long polling) and offset queries on the physical queues of one broker."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from broker_stub.broker.long_poll import ArrivalNotifier
+from broker_stub.broker.topic_service import TopicService
+from broker_stub.config import BrokerConfig
+from broker_stub.store.message_store import MessageStore, ReadResult, ReadStatus
+from staticmq_spark.errors import (
+    InvalidArgumentError,
+    InvalidOffsetError,
+    QueueNotFoundError,
+    StaticTopicRefusedError,
+)
+from staticmq_spark.protocol.codec import PackedBatch, validate_batch
+from staticmq_spark.protocol.topic import TopicConfig
+
+MAX_PULL_MESSAGES = 100_000
+DEFAULT_PULL_BYTES = 16 << 20
+MAX_PULL_BYTES = 48 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SendOutcome:
+    queue_id: int
+    base_offset: int
+    count: int
+    physical_base_offset: int
+    store_timestamp: int
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PullQuery:
+    topic: str
+    queue_id: int
+    offset: int
+    max_messages: int
+    max_bytes: int
+    wait_ms: int = 0
+    group: str = ""
+    physical: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PullOutcome:
+    status: str  # FOUND, NO_NEW_MESSAGE, OFFSET_MOVED, NOT_FOUND
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    base_offset: int = 0
+    offset_delta: int = 0
+    data: bytes = b""
+    sizes: bytes = b""
+    store_timestamps: bytes = b""
+    bname: str = ""
+    physical_queue_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOffsetInfo:
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_store_timestamp: int
+
+
+class MessageService:
+    def __init__(
+        self, config: BrokerConfig, topics: TopicService, store: MessageStore, notifier: ArrivalNotifier
+    ) -> None:
+        self._config = config
+        self._topics = topics
+        self._store = store
+        self._notifier = notifier
+
+    # ------------------------------------------------------------------ send
+
+    def send(self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b"") -> SendOutcome:
+        cfg = self._topics.require(topic)
+        self._plain_only(cfg)
+        if not cfg.writable:
+            raise InvalidArgumentError(f"topic {topic!r} is not writable on this broker (perm {cfg.perm})")
+        _check_queue(cfg, queue_id, cfg.write_queues, "write")
+        return self.append_physical(topic, queue_id, batch, idempotency_key)
+
+    def append_physical(
+        self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b"", delta: int | None = 0
+    ) -> SendOutcome:
+        """Validate and store a batch in a physical queue. `delta` converts the answer to logic
+        space (None: the logic offset is not decided yet, the answer says -1)."""
+        validate_batch(batch, self._config.store.max_message_bytes)
+        result = self._store.append(topic, queue_id, batch, idempotency_key)
+        logic = -1 if delta is None else result.base_offset + delta
+        return SendOutcome(queue_id, logic, result.count, result.base_offset, result.store_timestamp, result.duplicate)
+
+    # ------------------------------------------------------------------ pull
+
+    def pull(self, query: PullQuery) -> PullOutcome:
+        cfg = self._topics.require(query.topic)
+        self._plain_only(cfg)
+        if not cfg.readable:
+            raise InvalidArgumentError(f"topic {query.topic!r} is not readable on this broker (perm {cfg.perm})")
+        _check_queue(cfg, query.queue_id, cfg.read_queues, "read")
+        result = self.read_physical(query)
+        return to_outcome(result, query.queue_id, self._config.name, delta=0)
+
+    def read_physical(self, query: PullQuery) -> ReadResult:
+        """Read a physical queue, waiting up to `wait_ms` (long polling) when nothing is there."""
+        _check_pull_args(query)
+        max_bytes = min(query.max_bytes or DEFAULT_PULL_BYTES, MAX_PULL_BYTES)
+        max_messages = min(query.max_messages, MAX_PULL_MESSAGES)
+        result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes)
+        if result.status is not ReadStatus.NO_NEW_MESSAGE or query.wait_ms <= 0:
+            return result
+        deadline = time.monotonic() + min(query.wait_ms, self._config.max_long_poll_ms) / 1000
+        while result.status is ReadStatus.NO_NEW_MESSAGE:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._notifier.wait(
+                query.topic,
+                query.queue_id,
+                remaining,
+                lambda: self._store.offsets(query.topic, query.queue_id)[1] <= query.offset,
+            )
+            result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes)
+        return result
+
+    # ------------------------------------------------------------------ offsets
+
+    def topic_offsets(self, topic: str) -> list[QueueOffsetInfo]:
+        cfg = self._topics.require(topic)
+        self._plain_only(cfg)
+        return [self.physical_offsets(topic, q) for q in range(max(cfg.read_queues, cfg.write_queues))]
+
+    def physical_offsets(self, topic: str, queue_id: int) -> QueueOffsetInfo:
+        lo, hi = self._store.offsets(topic, queue_id)
+        return QueueOffsetInfo(queue_id, lo, hi, self._store.last_store_timestamp(topic, queue_id))
+
+    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cfg = self._topics.require(topic)
+        self._plain_only(cfg)
+        _check_queue(cfg, queue_id, cfg.read_queues, "read")
+        return self._store.offset_for_timestamp(topic, queue_id, timestamp)
+
+    @staticmethod
+    def _plain_only(cfg: TopicConfig) -> None:
+        if cfg.is_static:
+            raise StaticTopicRefusedError(
+                f"topic {cfg.name!r} is static: its queues are logic queues served through the mapping"
+            )
+
+
+def to_outcome(result: ReadResult, physical_queue_id: int, bname: str, delta: int) -> PullOutcome:
+    """A store read as a pull answer; offsets stay physical except next/min/max (shifted by delta)."""
+    status = {
+        ReadStatus.FOUND: "FOUND",
+        ReadStatus.NO_NEW_MESSAGE: "NO_NEW_MESSAGE",
+        ReadStatus.OFFSET_TOO_SMALL: "OFFSET_MOVED",
+        ReadStatus.OFFSET_OVERFLOW: "OFFSET_MOVED",
+    }[result.status]
+    sizes = b"" if result.sizes is None else result.sizes.astype("<i4").tobytes()
+    stamps = b"" if result.store_timestamps is None else np.asarray(result.store_timestamps, "<i8").tobytes()
+    return PullOutcome(
+        status=status,
+        next_offset=result.next_offset + delta,
+        min_offset=result.min_offset + delta,
+        max_offset=result.max_offset + delta,
+        base_offset=result.base_offset,
+        offset_delta=delta,
+        data=result.data,
+        sizes=sizes,
+        store_timestamps=stamps,
+        bname=bname,
+        physical_queue_id=physical_queue_id,
+    )
+
+
+def _check_queue(cfg: TopicConfig, queue_id: int, count: int, what: str) -> None:
+    if not 0 <= queue_id < count:
+        raise QueueNotFoundError(
+            f"topic {cfg.name!r} has {count} {what} queues on this broker; queue {queue_id} does not exist"
+        )
+
+
+def _check_pull_args(query: PullQuery) -> None:
+    if query.offset < 0:
+        raise InvalidOffsetError(f"pull offset must be >= 0, got {query.offset}")
+    if query.max_messages <= 0:
+        raise InvalidArgumentError(f"max_messages must be positive, got {query.max_messages}")
+    if query.max_bytes < 0 or query.wait_ms < 0:
+        raise InvalidArgumentError("max_bytes and wait_ms must be >= 0")

@@ -1,0 +1,33 @@
+"""The broker process: recover the store, serve gRPC, heartbeat, stop cleanly on a signal."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from broker_stub.broker.app import BrokerApp
+from broker_stub.broker.servicer import BrokerServicer
+from broker_stub.config import BrokerConfig
+from broker_stub.grpc_server import start_server, wait_for_termination, write_ready_file
+from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+def run_broker(config: BrokerConfig, ready_file: Path | None = None) -> None:
+    app = BrokerApp(config)
+    app.open()
+    servicer = BrokerServicer(app)
+    server, port = start_server(
+        config.host, config.port, config.grpc_workers, lambda s: pb_grpc.add_BrokerServicer_to_server(servicer, s)
+    )
+    addr = f"{config.host}:{port}"
+    app.serve_at(addr)
+    log.info("broker %s serving at %s (flush=%s)", config.name, addr, config.store.flush)
+    write_ready_file(ready_file, {"name": config.name, "addr": addr})
+    try:
+        wait_for_termination()
+    finally:
+        log.info("broker %s stopping", config.name)
+        server.stop(grace=2).wait(5)
+        app.close()

@@ -1,0 +1,147 @@
+"""The broker's gRPC servicer: decode the request, dispatch to a service, encode the answer."""
+
+from __future__ import annotations
+
+import grpc
+
+from broker_stub.broker.app import BrokerApp
+from broker_stub.broker.message_service import PullOutcome, PullQuery
+from broker_stub.rpc_errors import rpc_method
+from staticmq_spark.errors import InvalidArgumentError
+from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.names import validate_group
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+from staticmq_spark.protocol.topic import TopicConfig
+
+MAX_IDEMPOTENCY_KEY = 512
+
+
+class BrokerServicer(pb_grpc.BrokerServicer):
+    def __init__(self, app: BrokerApp) -> None:
+        self.app = app
+
+    @rpc_method
+    def Send(self, request: pb.SendRequest, context: grpc.ServicerContext) -> pb.SendResponse:
+        batch = PackedBatch.from_wire(request.batch.data, request.batch.sizes)
+        key = request.idempotency_key.encode()
+        if len(key) > MAX_IDEMPOTENCY_KEY:
+            raise InvalidArgumentError(f"idempotency key is {len(key)} bytes; at most {MAX_IDEMPOTENCY_KEY}")
+        out = self.app.messages.send(request.topic, request.queue_id, batch, key)
+        return pb.SendResponse(
+            queue_id=out.queue_id,
+            base_offset=out.base_offset,
+            count=out.count,
+            physical_base_offset=out.physical_base_offset,
+            bname=self.app.name,
+            store_timestamp=out.store_timestamp,
+            duplicate=out.duplicate,
+        )
+
+    @rpc_method
+    def Pull(self, request: pb.PullRequest, context: grpc.ServicerContext) -> pb.PullResponse:
+        query = PullQuery(
+            topic=request.topic,
+            queue_id=request.queue_id,
+            offset=request.offset,
+            max_messages=request.max_messages,
+            max_bytes=request.max_bytes,
+            wait_ms=request.wait_ms,
+            group=request.group,
+            physical=request.physical,
+        )
+        return encode_pull(self.app.messages.pull(query))
+
+    @rpc_method
+    def GetTopicOffsets(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.TopicOffsetsResponse:
+        infos = self.app.messages.topic_offsets(request.topic)
+        return pb.TopicOffsetsResponse(
+            queues=[
+                pb.QueueOffsets(
+                    queue_id=i.queue_id,
+                    min_offset=i.min_offset,
+                    max_offset=i.max_offset,
+                    last_store_timestamp=i.last_store_timestamp,
+                )
+                for i in infos
+            ]
+        )
+
+    @rpc_method
+    def SearchOffset(self, request: pb.SearchOffsetRequest, context: grpc.ServicerContext) -> pb.OffsetResponse:
+        offset = self.app.messages.search_offset(request.topic, request.queue_id, request.timestamp)
+        return pb.OffsetResponse(offset=offset)
+
+    @rpc_method
+    def CommitOffset(self, request: pb.CommitOffsetRequest, context: grpc.ServicerContext) -> pb.Empty:
+        validate_group(request.group)
+        self.app.topics.require(request.topic)
+        if request.offset < 0:
+            raise InvalidArgumentError(f"committed offset must be >= 0, got {request.offset}")
+        self.app.offsets.commit(request.group, request.topic, request.queue_id, request.offset)
+        return pb.Empty()
+
+    @rpc_method
+    def QueryOffset(self, request: pb.QueryOffsetRequest, context: grpc.ServicerContext) -> pb.QueryOffsetResponse:
+        validate_group(request.group)
+        offset = self.app.offsets.query(request.group, request.topic, request.queue_id)
+        return pb.QueryOffsetResponse(found=offset is not None, offset=offset if offset is not None else -1)
+
+    @rpc_method
+    def ListConsumerOffsets(
+        self, request: pb.ConsumerOffsetsRequest, context: grpc.ServicerContext
+    ) -> pb.ConsumerOffsetsResponse:
+        entries = self.app.offsets.list(request.group, request.topic)
+        return pb.ConsumerOffsetsResponse(
+            entries=[
+                pb.ConsumerOffsetEntry(
+                    group=e.group,
+                    topic=e.topic,
+                    queue_id=e.queue_id,
+                    offset=e.offset,
+                    update_timestamp=e.update_timestamp,
+                )
+                for e in entries
+            ]
+        )
+
+    @rpc_method
+    def UpdateTopic(self, request: pb.TopicConfig, context: grpc.ServicerContext) -> pb.TopicConfig:
+        cfg = self.app.topics.update(TopicConfig.from_pb(request))
+        self.app.topics_changed()
+        return cfg.to_pb()
+
+    @rpc_method
+    def DeleteTopic(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.Empty:
+        self.app.topics.delete(request.topic)
+        self.app.topics_changed()
+        return pb.Empty()
+
+    @rpc_method
+    def GetTopicConfigs(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.TopicConfigList:
+        return pb.TopicConfigList(topics=[c.to_pb() for c in self.app.topic_configs.all()])
+
+    @rpc_method
+    def Ping(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.BrokerInfo:
+        return pb.BrokerInfo(
+            name=self.app.name,
+            cluster=self.app.config.cluster,
+            addr=self.app.addr,
+            start_timestamp=self.app.start_timestamp,
+            flush=self.app.config.store.flush,
+        )
+
+
+def encode_pull(out: PullOutcome) -> pb.PullResponse:
+    return pb.PullResponse(
+        status=pb.PullStatus.Value(out.status),
+        next_offset=out.next_offset,
+        min_offset=out.min_offset,
+        max_offset=out.max_offset,
+        base_offset=out.base_offset,
+        offset_delta=out.offset_delta,
+        batch=pb.MessageBatch(data=out.data, sizes=out.sizes),
+        store_timestamps=out.store_timestamps,
+        bname=out.bname,
+        physical_queue_id=out.physical_queue_id,
+    )

@@ -1,0 +1,56 @@
+"""Process plumbing shared by the broker and the name server: gRPC server, ready file, signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from broker_stub.store.atomic_file import atomic_write_json
+from staticmq_spark.errors import InvalidOptionError
+
+MAX_MESSAGE_BYTES = 64 << 20
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+]
+
+
+def start_server(
+    host: str, port: int, workers: int, register: Callable[[grpc.Server], None]
+) -> tuple[grpc.Server, int]:
+    server = grpc.server(ThreadPoolExecutor(max_workers=workers), options=GRPC_OPTIONS)
+    register(server)
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:
+        raise InvalidOptionError(f"cannot listen on {host}:{port}: {exc}") from None
+    if bound == 0:
+        raise InvalidOptionError(f"cannot listen on {host}:{port} (address in use or not available)")
+    server.start()
+    return server, bound
+
+
+def write_ready_file(path: Path | None, payload: dict[str, Any]) -> None:
+    if path is not None:
+        atomic_write_json(path, {**payload, "pid": os.getpid()})
+
+
+def wait_for_termination() -> None:
+    """Block until SIGTERM or SIGINT."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    while not stop.wait(1.0):
+        pass

@@ -1,0 +1,1 @@
+"""The name server: broker registration, heartbeats and topic routes."""

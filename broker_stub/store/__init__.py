@@ -1,0 +1,1 @@
+"""Durable broker storage: commit log, consume queues, configs, offsets and recovery."""

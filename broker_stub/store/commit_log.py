@@ -1,0 +1,293 @@
+"""The commit log: append-only segment files holding the records of every queue of a broker.
+
+Positions are global byte offsets: segment files are named by the position of their first byte
+and follow each other without gaps. A record never spans two segments. Appends are serialised
+by the caller (the message store's append lock); reads take a snapshot of the segment list and
+never block appends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from broker_stub.store.atomic_file import fsync_dir
+from broker_stub.store.retired_fds import RetiredFds
+from broker_stub.store.record import HEADER_SIZE, RecordError, RecordHeader, decode_header, parse_record
+from staticmq_spark.protocol.codec import Int32Array, Int64Array, _ranges_to_indices
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".log"
+_MANY_RUNS = 64
+
+
+class DataGoneError(Exception):
+    """The positions asked for lie in segments already deleted by retention."""
+
+
+@dataclass(eq=False)
+class Segment:
+    base: int
+    path: Path
+    fd: int
+    size: int
+    mtime: float = field(default_factory=time.time)
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+class CommitLog:
+    def __init__(self, directory: Path, segment_bytes: int, retired: RetiredFds) -> None:
+        self._dir = directory
+        self._segment_bytes = segment_bytes
+        self._segments: tuple[Segment, ...] = ()
+        self._bases: Int64Array = np.zeros(0, dtype=np.int64)
+        self._unsynced: set[Segment] = set()
+        self._unsynced_lock = threading.Lock()
+        self._retired = retired
+
+    # ------------------------------------------------------------------ open / recover
+
+    def open(self) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        segments = []
+        for path in sorted(self._dir.glob(f"*{SUFFIX}")):
+            base = int(path.stem)
+            fd = os.open(path, os.O_RDWR)
+            st = os.fstat(fd)
+            segments.append(Segment(base, path, fd, st.st_size, st.st_mtime))
+        for prev, nxt in zip(segments, segments[1:], strict=False):
+            if prev.end != nxt.base:
+                log.warning("commit log gap: %s ends at %d, %s starts at %d", prev.path, prev.end, nxt.path, nxt.base)
+        self._publish(segments)
+
+    def recover(self, verify_from: int) -> Iterator[tuple[int, RecordHeader, Int32Array]]:
+        """Check every record from `verify_from` on (CRC included) and yield it; cut the log at
+        the first torn or corrupt record and drop everything after it."""
+        segments = list(self._segments)
+        for i, seg in enumerate(segments):
+            if seg.end <= verify_from:
+                continue
+            p = verify_from if seg.base <= verify_from < seg.end else seg.base
+            while p < seg.end:
+                try:
+                    header, sizes, total = self._check_record(seg, p)
+                except RecordError as exc:
+                    log.warning("commit log: cutting %s at %d (%s)", seg.path.name, p, exc)
+                    self._truncate(seg, p)
+                    for later in segments[i + 1 :]:
+                        self._remove_file(later)
+                    self._publish(segments[: i + 1])
+                    return
+                yield p, header, sizes
+                p += total
+
+    def walk_headers(self, last_segments: int, stop: int) -> Iterator[tuple[int, RecordHeader]]:
+        """Record headers (no CRC check) of the newest `last_segments` segments, below `stop`."""
+        for seg in self._segments[-last_segments:]:
+            p = seg.base
+            while p < min(seg.end, stop):
+                head = os.pread(seg.fd, HEADER_SIZE + 2 * 1024 + 256, p - seg.base)
+                try:
+                    total, crc, topic_len, queue_id, base, count, ts, uid, attr_len = decode_header(
+                        head, seg.end - p
+                    )
+                except RecordError:
+                    break
+                if len(head) < HEADER_SIZE + topic_len + attr_len:
+                    head = os.pread(seg.fd, HEADER_SIZE + topic_len + attr_len, p - seg.base)
+                topic = head[HEADER_SIZE : HEADER_SIZE + topic_len].decode(errors="replace")
+                attrs = head[HEADER_SIZE + topic_len : HEADER_SIZE + topic_len + attr_len]
+                yield p, RecordHeader(total, crc, topic, queue_id, base, count, ts, uid, attrs)
+                p += total
+
+    def _check_record(self, seg: Segment, pos: int) -> tuple[RecordHeader, Int32Array, int]:
+        available = seg.end - pos
+        head = os.pread(seg.fd, HEADER_SIZE, pos - seg.base)
+        total = decode_header(head, available)[0]
+        record = os.pread(seg.fd, total, pos - seg.base)
+        header, sizes = parse_record(record)
+        return header, sizes, total
+
+    def _truncate(self, seg: Segment, pos: int) -> None:
+        os.ftruncate(seg.fd, pos - seg.base)
+        os.fsync(seg.fd)
+        seg.size = pos - seg.base
+
+    def _remove_file(self, seg: Segment) -> None:
+        os.close(seg.fd)
+        seg.path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ positions
+
+    @property
+    def written_pos(self) -> int:
+        segs = self._segments
+        return segs[-1].end if segs else 0
+
+    @property
+    def min_pos(self) -> int:
+        segs = self._segments
+        return segs[0].base if segs else 0
+
+    def total_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    # ------------------------------------------------------------------ append (caller serialises)
+
+    def append(self, parts: list[bytes]) -> int:
+        """Write one record; returns its position. Not thread-safe: the store's lock guards it."""
+        total = sum(len(p) for p in parts)
+        segs = self._segments
+        if not segs or (segs[-1].size > 0 and segs[-1].size + total > self._segment_bytes):
+            segs = self._roll()
+        seg = segs[-1]
+        pos = seg.end
+        written = os.pwritev(seg.fd, parts, seg.size)
+        if written != total:
+            self._write_rest(seg, parts, written, total)
+        seg.size += total
+        seg.mtime = time.time()
+        with self._unsynced_lock:
+            self._unsynced.add(seg)
+        return pos
+
+    def _write_rest(self, seg: Segment, parts: list[bytes], written: int, total: int) -> None:
+        rest = memoryview(b"".join(parts))[written:]
+        offset = seg.size + written
+        while rest:
+            n = os.pwrite(seg.fd, rest, offset)
+            rest = rest[n:]
+            offset += n
+
+    def _roll(self) -> tuple[Segment, ...]:
+        base = self.written_pos
+        path = self._dir / f"{base:020d}{SUFFIX}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fsync_dir(self._dir)
+        segs = (*self._segments, Segment(base, path, fd, 0))
+        self._publish(list(segs))
+        return self._segments
+
+    def _publish(self, segments: list[Segment]) -> None:
+        self._segments = tuple(segments)
+        self._bases = np.array([s.base for s in segments], dtype=np.int64)
+
+    # ------------------------------------------------------------------ durability
+
+    def sync(self) -> None:
+        """fsync every segment written since the last sync."""
+        with self._unsynced_lock:
+            dirty, self._unsynced = self._unsynced, set()
+        for seg in dirty:
+            try:
+                os.fsync(seg.fd)
+            except OSError:
+                if seg in self._segments:
+                    raise
+
+    # ------------------------------------------------------------------ reads
+
+    def read_record(self, pos: int) -> bytes:
+        seg = self._segment_at(pos)
+        head = os.pread(seg.fd, HEADER_SIZE, pos - seg.base)
+        total = decode_header(head, seg.end - pos)[0]
+        return os.pread(seg.fd, total, pos - seg.base)
+
+    def _segment_at(self, pos: int) -> Segment:
+        segs = self._segments
+        i = int(np.searchsorted(self._bases, pos, side="right")) - 1
+        if i < 0 or pos >= segs[i].end:
+            raise DataGoneError(f"position {pos} is not in the commit log")
+        return segs[i]
+
+    def read_many(self, pos: Int64Array, size: Int32Array) -> bytes:
+        """The bytes of the given (position, size) spans, concatenated in order."""
+        segs, bases = self._segments, self._bases
+        n = int(pos.shape[0])
+        if n == 0:
+            return b""
+        seg_idx = np.searchsorted(bases, pos, side="right") - 1
+        if int(seg_idx[0]) < 0:
+            raise DataGoneError(f"position {int(pos[0])} was removed by retention")
+        end = pos + size.astype(np.int64)
+        brk = np.flatnonzero((pos[1:] != end[:-1]) | (seg_idx[1:] != seg_idx[:-1])) + 1
+        starts = np.concatenate(([0], brk))
+        stops = np.concatenate((brk, [n]))
+        try:
+            if len(starts) <= _MANY_RUNS:
+                return b"".join(
+                    self._pread(segs[int(seg_idx[a])], int(pos[a]), int(end[b - 1] - pos[a]))
+                    for a, b in zip(starts.tolist(), stops.tolist(), strict=True)
+                )
+            return self._gather(segs, seg_idx, pos, size, end)
+        except OSError as exc:
+            raise DataGoneError(f"commit log read failed: {exc}") from None
+
+    def _gather(
+        self, segs: tuple[Segment, ...], seg_idx: Int64Array, pos: Int64Array, size: Int32Array, end: Int64Array
+    ) -> bytes:
+        """Many small runs: read each segment's span once and gather with numpy."""
+        out = []
+        for s in np.unique(seg_idx).tolist():
+            sel = np.flatnonzero(seg_idx == s)
+            span_start, span_end = int(pos[sel[0]]), int(end[sel[-1]])
+            wanted = int(size[sel].sum(dtype=np.int64))
+            if span_end - span_start > 8 * wanted + (1 << 20):
+                out.extend(self._pread(segs[s], int(pos[i]), int(size[i])) for i in sel.tolist())
+                continue
+            buf = np.frombuffer(self._pread(segs[s], span_start, span_end - span_start), dtype=np.uint8)
+            idx = _ranges_to_indices(pos[sel] - span_start, size[sel].astype(np.int64))
+            out.append(buf[idx].tobytes())
+        return b"".join(out)
+
+    @staticmethod
+    def _pread(seg: Segment, pos: int, length: int) -> bytes:
+        data = os.pread(seg.fd, length, pos - seg.base)
+        if len(data) != length:
+            raise DataGoneError(f"short read at {pos} in {seg.path.name}")
+        return data
+
+    # ------------------------------------------------------------------ retention
+
+    def expired_prefix(self, now: float, retention_bytes: int, retention_s: float) -> int:
+        """How many leading segments retention may delete (never the active one)."""
+        segs = self._segments
+        total = sum(s.size for s in segs)
+        count = 0
+        for seg in segs[:-1]:
+            too_big = retention_bytes > 0 and total > retention_bytes
+            too_old = retention_s > 0 and now - seg.mtime > retention_s
+            if not (too_big or too_old):
+                break
+            total -= seg.size
+            count += 1
+        return count
+
+    def drop_prefix(self, count: int) -> None:
+        """Delete the `count` oldest segments. Caller holds the append lock."""
+        if count <= 0:
+            return
+        segs = list(self._segments)
+        gone, keep = segs[:count], segs[count:]
+        self._publish(keep)
+        for seg in gone:
+            seg.path.unlink(missing_ok=True)
+            self._retired.retire(seg.fd)
+            log.info("retention: deleted commit log segment %s (%d bytes)", seg.path.name, seg.size)
+
+    def close(self) -> None:
+        self.sync()
+        for seg in self._segments:
+            os.close(seg.fd)
+        self._segments = ()

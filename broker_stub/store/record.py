@@ -1,0 +1,118 @@
+"""The commit-log record: one appended batch of one queue, with a CRC over everything after it.
+
+    offset size field
+    0      4    magic             0x534D5131 ("SMQ1")
+    4      4    total_len         bytes of the whole record, header included
+    8      4    crc32             of bytes [12, total_len)
+    12     2    flags             reserved, 0
+    14     2    topic_len
+    16     4    queue_id          physical queue
+    20     8    base_offset       queue offset of the first message
+    28     4    count
+    32     8    store_timestamp   ms; the same for every message of the record
+    40     8    topic_uid         the topic incarnation the record belongs to
+    48     4    attr_len          record attributes (the idempotency key), may be 0
+    52     ...  topic, attrs, sizes (int32 per message), packed message rows
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from staticmq_spark.protocol.codec import Int32Array
+
+MAGIC = 0x534D5131
+HEADER = struct.Struct("<IIIHHiqiqQI")
+HEADER_SIZE = HEADER.size  # 52
+MAX_ATTR_LEN = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RecordHeader:
+    total_len: int
+    crc: int
+    topic: str
+    queue_id: int
+    base_offset: int
+    count: int
+    store_timestamp: int
+    topic_uid: int
+    attrs: bytes
+
+    @property
+    def rows_offset(self) -> int:
+        """Where the message rows start, relative to the record start."""
+        return HEADER_SIZE + len(self.topic.encode()) + len(self.attrs) + 4 * self.count
+
+
+def encode_record(
+    *,
+    topic: str,
+    queue_id: int,
+    base_offset: int,
+    store_timestamp: int,
+    topic_uid: int,
+    attrs: bytes,
+    sizes: Int32Array,
+    data: bytes,
+) -> list[bytes]:
+    """The record as parts for os.writev (no copy of the message data)."""
+    topic_b = topic.encode()
+    sizes_b = sizes.astype("<i4", copy=False).tobytes()
+    count = int(sizes.shape[0])
+    total = HEADER_SIZE + len(topic_b) + len(attrs) + len(sizes_b) + len(data)
+    head_rest = struct.pack(
+        "<HHiqiqQI", 0, len(topic_b), queue_id, base_offset, count, store_timestamp, topic_uid, len(attrs)
+    )
+    crc = zlib.crc32(head_rest)
+    crc = zlib.crc32(topic_b, crc)
+    crc = zlib.crc32(attrs, crc)
+    crc = zlib.crc32(sizes_b, crc)
+    crc = zlib.crc32(data, crc)
+    head = struct.pack("<III", MAGIC, total, crc) + head_rest
+    return [head, topic_b, attrs, sizes_b, data]
+
+
+class RecordError(ValueError):
+    """A record that is torn or corrupt: recovery cuts the log here."""
+
+
+def decode_header(head: bytes, available: int) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """Check the fixed header; `available` is how many bytes the segment has from here."""
+    if len(head) < HEADER_SIZE:
+        raise RecordError("short header")
+    magic, total, crc, flags, topic_len, queue_id, base, count, ts, uid, attr_len = HEADER.unpack_from(
+        head
+    )
+    if magic != MAGIC:
+        raise RecordError(f"bad magic {magic:#x}")
+    if flags != 0 or count <= 0 or attr_len > MAX_ATTR_LEN or base < 0:
+        raise RecordError("bad header fields")
+    minimum = HEADER_SIZE + topic_len + attr_len + 4 * count
+    if total < minimum or total > available:
+        raise RecordError(f"record length {total} does not fit")
+    return total, crc, topic_len, queue_id, base, count, ts, uid, attr_len
+
+
+def parse_record(record: bytes) -> tuple[RecordHeader, Int32Array]:
+    """Fully check one record (CRC and sizes); returns its header and message sizes."""
+    total, crc, topic_len, queue_id, base, count, ts, uid, attr_len = decode_header(record, len(record))
+    if total != len(record):
+        raise RecordError("record length mismatch")
+    if zlib.crc32(memoryview(record)[12:]) != crc:
+        raise RecordError("crc mismatch")
+    p = HEADER_SIZE
+    topic = bytes(record[p : p + topic_len]).decode()
+    p += topic_len
+    attrs = bytes(record[p : p + attr_len])
+    p += attr_len
+    sizes = np.frombuffer(record, dtype="<i4", count=count, offset=p).astype(np.int32)
+    p += 4 * count
+    if int(sizes.min()) <= 0 or int(sizes.sum(dtype=np.int64)) != total - p:
+        raise RecordError("message sizes do not add up")
+    header = RecordHeader(total, crc, topic, queue_id, base, count, ts, uid, attrs)
+    return header, sizes

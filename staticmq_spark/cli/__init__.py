@@ -1,0 +1,1 @@
+"""The `staticmq` command: cluster, namesrv, broker, admin, send, pull and demo."""

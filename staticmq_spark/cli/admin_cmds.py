@@ -1,0 +1,169 @@
+"""`staticmq admin <command>`: RocketMQ's admin command names and flags, one function each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from staticmq_spark.client.admin import Admin
+from staticmq_spark.errors import InvalidOptionError
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[Admin, argparse.Namespace], int]]] = {}
+
+
+def command(name: str, help_text: str, configure: Callable[[argparse.ArgumentParser], None]):  # type: ignore[no-untyped-def]
+    def wrap(fn: Callable[[Admin, argparse.Namespace], int]) -> Callable[[Admin, argparse.Namespace], int]:
+        COMMANDS[name] = (help_text, configure, fn)
+        return fn
+
+    return wrap
+
+
+def register(sub: Any) -> None:
+    admin = sub.add_parser("admin", help="administer topics, static topics and consumer groups")
+    admin_sub = admin.add_subparsers(dest="admin_command", required=True, metavar="ADMIN_COMMAND")
+    for name, (help_text, configure, _) in COMMANDS.items():
+        p = admin_sub.add_parser(name, help=help_text)
+        p.add_argument("-n", "--namesrv", required=True, help="name server HOST:PORT")
+        configure(p)
+    admin.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    _, _, fn = COMMANDS[args.admin_command]
+    with Admin(args.namesrv) as admin:
+        return fn(admin, args)
+
+
+def targets(args: argparse.Namespace) -> dict[str, Any]:
+    if bool(args.cluster) == bool(args.brokers):
+        raise InvalidOptionError("give exactly one of -c CLUSTER or -b BROKER[,BROKER...]")
+    if args.cluster:
+        return {"cluster": args.cluster}
+    return {"brokers": [b.strip() for b in args.brokers.split(",") if b.strip()]}
+
+
+def add_targets(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--cluster", help="every broker of this cluster")
+    p.add_argument("-b", "--brokers", help="comma-separated broker names")
+
+
+def emit(args: argparse.Namespace, as_json: Any, lines: list[str]) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(as_json, indent=1, sort_keys=True))
+    else:
+        print("\n".join(lines))
+
+
+# ---------------------------------------------------------------------- plain topics
+
+
+def _update_topic_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True)
+    add_targets(p)
+    p.add_argument("-r", "--read-queues", type=int, default=8)
+    p.add_argument("-w", "--write-queues", type=int, default=8)
+    p.add_argument("-p", "--perm", type=int, default=6, help="6 read+write, 4 read, 2 write")
+    p.add_argument("-o", "--order", choices=["strict", "best-tried"], default=None)
+
+
+@command("updateTopic", "create or update a dynamic topic", _update_topic_args)
+def update_topic(admin: Admin, args: argparse.Namespace) -> int:
+    done = admin.update_topic(
+        args.topic,
+        read_queues=args.read_queues,
+        write_queues=args.write_queues,
+        perm=args.perm,
+        order=args.order or "",
+        **targets(args),
+    )
+    for broker, cfg in done.items():
+        print(f"{broker}: topic {cfg.name} read={cfg.read_queues} write={cfg.write_queues} perm={cfg.perm}")
+    return 0
+
+
+def _topic_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True)
+
+
+def _topic_json_args(p: argparse.ArgumentParser) -> None:
+    _topic_arg(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+@command("deleteTopic", "delete a topic (and a static topic's mappings) from every broker", _topic_arg)
+def delete_topic(admin: Admin, args: argparse.Namespace) -> int:
+    brokers = admin.delete_topic(args.topic)
+    print(f"deleted topic {args.topic} from {', '.join(brokers)}")
+    return 0
+
+
+@command("topicRoute", "show the route clients get for a topic", _topic_json_args)
+def topic_route(admin: Admin, args: argparse.Namespace) -> int:
+    raw, view = admin.topic_route(args.topic)
+    brokers = [
+        {
+            "broker": b.broker,
+            "addr": b.addr,
+            "readQueues": b.config.read_queues,
+            "writeQueues": b.config.write_queues,
+            "perm": b.config.perm,
+            "static": b.config.is_static,
+            "totalQueues": b.config.total_queues,
+            "leaders": [
+                {"logicQueue": x.logic_queue, "physicalQueue": x.physical_queue, "gen": x.gen, "logicOffset": x.logic_offset}
+                for x in b.leaders
+            ],
+        }
+        for b in raw.brokers
+    ]
+    queues = [asdict(q) | {"available": q.available} for q in view.write_queues]
+    lines = [f"topic {view.topic} ({'static, ' + str(view.total_queues) + ' logic queues' if view.is_static else 'dynamic'})"]
+    lines += [f"  broker {b['broker']} {b['addr']} read={b['readQueues']} write={b['writeQueues']} perm={b['perm']}" for b in brokers]
+    lines += [f"  queue {q.queue_id:>4} -> {q.broker} {q.addr}" + ("" if q.available else "  (unavailable)") for q in view.write_queues]
+    emit(args, {"topic": view.topic, "static": view.is_static, "totalQueues": view.total_queues, "brokers": brokers, "queues": queues}, lines)
+    return 0
+
+
+@command("topicStatus", "min/max offsets and last update of every queue", _topic_json_args)
+def topic_status(admin: Admin, args: argparse.Namespace) -> int:
+    rows = admin.topic_status(args.topic)
+    as_json = [asdict(r) for r in rows]
+    lines = [f"{'broker':<16}{'queue':>6}{'min':>14}{'max':>14}  last update"]
+    lines += [f"{r.broker:<16}{r.queue_id:>6}{r.min_offset:>14}{r.max_offset:>14}  {r.last_store_timestamp}" for r in rows]
+    emit(args, {"topic": args.topic, "queues": as_json}, lines)
+    return 0
+
+
+def _no_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+@command("clusterList", "list the live brokers", _no_args)
+def cluster_list(admin: Admin, args: argparse.Namespace) -> int:
+    brokers = admin.cluster_info()
+    emit(args, [asdict(b) for b in brokers], [f"{b.cluster:<20}{b.name:<16}{b.addr}" for b in brokers])
+    return 0
+
+
+def _progress_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-t", "--topic")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+@command("consumerProgress", "committed offsets and lag of a consumer group", _progress_args)
+def consumer_progress(admin: Admin, args: argparse.Namespace) -> int:
+    rows = admin.consumer_progress(args.group, args.topic)
+    as_json = [asdict(r) | {"lag": r.lag} for r in rows]
+    lines = [f"{'topic':<24}{'broker':<14}{'queue':>6}{'committed':>12}{'max':>12}{'lag':>10}"]
+    lines += [f"{r.topic:<24}{r.broker:<14}{r.queue_id:>6}{r.committed_offset:>12}{r.max_offset:>12}{r.lag:>10}" for r in rows]
+    lines.append(f"total lag: {sum(r.lag for r in rows)}")
+    emit(args, {"group": args.group, "queues": as_json, "totalLag": sum(r.lag for r in rows)}, lines)
+    if not rows:
+        print(f"group {args.group} has no committed offsets", file=sys.stderr)
+    return 0

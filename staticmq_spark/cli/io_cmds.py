@@ -1,0 +1,178 @@
+"""`staticmq send` and `staticmq pull`: messages in and out as JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from typing import Any
+
+import numpy as np
+
+from staticmq_spark.client.producer import Producer
+from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.client.results import PullStatus, SendResult
+from staticmq_spark.errors import InvalidOptionError, StaticMQError
+
+STDIN_BATCH = 1000
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("send", help="send messages; prints one JSON line per message")
+    p.add_argument("-n", "--namesrv", required=True)
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("--key", help="message key: the logic queue is hash(key) mod totalQueues")
+    p.add_argument("--tags")
+    p.add_argument("--queue", type=int, help="explicit queue (overrides the key)")
+    p.add_argument("--stdin", action="store_true", help="one message body per input line")
+    p.add_argument("--json", action="store_true", help='with --stdin: lines are {"key","body","tags","properties"}')
+    p.add_argument("bodies", nargs="*", metavar="BODY")
+    p.set_defaults(handler=cmd_send)
+
+    p = sub.add_parser("pull", help="pull messages; prints one JSON line per message")
+    p.add_argument("-n", "--namesrv", required=True)
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-q", "--queue", type=int, help="only this queue (logic queue on a static topic)")
+    p.add_argument("-b", "--broker", help="dynamic topics: only this broker's queues")
+    p.add_argument("--from", dest="start", default="earliest", help="earliest, latest or an offset")
+    p.add_argument("--max", type=int, default=0, help="stop after N messages (0: all available)")
+    p.add_argument("--wait-ms", type=int, default=0, help="long-poll this long for messages per queue")
+    p.add_argument("--base64", action="store_true", help="print bodies as base64 (binary payloads)")
+    p.set_defaults(handler=cmd_pull)
+
+
+def _read_stdin(as_json: bool) -> list[dict[str, Any]]:
+    rows = []
+    for n, line in enumerate(sys.stdin, 1):
+        line = line.rstrip("\n")
+        if not line and not as_json:
+            continue
+        if as_json:
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError as exc:
+                raise InvalidOptionError(f"stdin line {n} is not JSON: {exc}") from None
+            if not isinstance(item, dict) or "body" not in item:
+                raise InvalidOptionError(f'stdin line {n}: expected an object with at least "body"')
+            rows.append(item)
+        else:
+            rows.append({"body": line})
+    return rows
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    if args.stdin and args.bodies:
+        raise InvalidOptionError("give message bodies as arguments or --stdin, not both")
+    if args.json and not args.stdin:
+        raise InvalidOptionError("--json applies to --stdin input")
+    rows = _read_stdin(args.json) if args.stdin else [{"body": b} for b in args.bodies]
+    if not rows:
+        raise InvalidOptionError("nothing to send: give BODY arguments or --stdin")
+    failed = 0
+    with Producer(args.namesrv, active_detection=False) as producer:
+        for start in range(0, len(rows), STDIN_BATCH):
+            chunk = rows[start : start + STDIN_BATCH]
+            keys = [r.get("key", args.key) for r in chunk]
+            tags = [r.get("tags", args.tags) for r in chunk]
+            props = [r.get("properties") for r in chunk]
+            try:
+                results = producer.send_batch(
+                    args.topic,
+                    [str(r["body"]) for r in chunk],
+                    keys=keys if any(k is not None for k in keys) else None,
+                    tags=tags if any(t is not None for t in tags) else None,
+                    properties=props if any(p for p in props) else None,
+                    queue=args.queue,
+                )
+            except StaticMQError as exc:
+                failed += len(chunk)
+                for r in chunk:
+                    print(json.dumps({"topic": args.topic, "key": r.get("key", args.key), "error": exc.message}))
+                continue
+            for line in _per_message(results, len(chunk), keys):
+                print(json.dumps(line))
+    if failed:
+        print(f"staticmq send: {failed} message(s) failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _per_message(results: list[SendResult], n: int, keys: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    for r in results:
+        rows = r.rows if r.rows is not None else tuple(range(r.count))
+        for i, row in enumerate(rows):
+            offset = -1 if r.queue_offset < 0 else r.queue_offset + i
+            out[row] = {
+                "topic": r.topic,
+                "queueId": r.queue_id,
+                "queueOffset": offset,
+                "broker": r.broker,
+                "key": keys[row],
+                "duplicate": r.duplicate,
+            }
+    return out
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    printed = 0
+    with PullConsumer(args.namesrv) as consumer:
+        queues = [
+            q
+            for q in consumer.queues(args.topic)
+            if (args.queue is None or q.queue_id == args.queue) and (args.broker is None or q.broker == args.broker)
+        ]
+        if not queues:
+            raise InvalidOptionError(f"topic {args.topic!r} has no queue matching -q/-b")
+        for q in queues:
+            if not q.available:
+                print(f"staticmq pull: queue {q.queue_id} is unavailable (its broker is down)", file=sys.stderr)
+                continue
+            broker = None if q.broker.startswith("__") else q.broker
+            offset = _start_offset(consumer, args, q.queue_id, broker)
+            while not args.max or printed < args.max:
+                want = 1024 if not args.max else min(1024, args.max - printed)
+                result = consumer.pull(args.topic, q.queue_id, offset, max_messages=want, wait_ms=args.wait_ms, broker=broker)
+                if result.status is PullStatus.FOUND:
+                    printed += _print_batch(args, result)
+                    offset = result.next_offset
+                elif result.status is PullStatus.OFFSET_MOVED and result.next_offset != offset:
+                    offset = result.next_offset
+                else:
+                    break
+    return 0
+
+
+def _start_offset(consumer: PullConsumer, args: argparse.Namespace, queue_id: int, broker: str | None) -> int:
+    if args.start == "earliest":
+        return consumer.min_offset(args.topic, queue_id, broker)
+    if args.start == "latest":
+        return consumer.max_offset(args.topic, queue_id, broker)
+    try:
+        return int(args.start)
+    except ValueError:
+        raise InvalidOptionError(f"--from must be earliest, latest or an offset, got {args.start!r}") from None
+
+
+def _print_batch(args: argparse.Namespace, result: Any) -> int:
+    batch = result.batch
+    offsets = np.asarray(batch.column("queue_offset"))
+    cols = {name: batch.column(name).to_pylist() for name in ("key", "tags", "body", "properties", "store_timestamp")}
+    for i in range(batch.num_rows):
+        body: bytes = cols["body"][i]
+        line = {
+            "topic": result.topic,
+            "queueId": result.queue_id,
+            "queueOffset": int(offsets[i]),
+            "key": cols["key"][i],
+            "tags": cols["tags"][i],
+            "body": base64.b64encode(body).decode() if args.base64 else body.decode("utf-8", errors="replace"),
+            "properties": dict(cols["properties"][i] or []),
+            "storeTimestamp": cols["store_timestamp"][i],
+            "broker": result.broker,
+        }
+        print(json.dumps(line))
+    return int(batch.num_rows)

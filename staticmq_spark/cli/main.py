@@ -1,0 +1,51 @@
+"""Entry point of the `staticmq` command: parse, dispatch, turn errors into exit statuses."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from staticmq_spark.cli import admin_cmds, io_cmds, server_cmds
+from staticmq_spark.errors import StaticMQError
+
+EXIT_ERROR = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="staticmq",
+        description="staticmq: static-topic message queue (reference broker) and its Spark connector",
+    )
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    server_cmds.register(sub)
+    admin_cmds.register(sub)
+    io_cmds.register(sub)
+    try:
+        from staticmq_spark.cli import demo_cmd
+    except ImportError:  # the demo needs the Spark extras
+        pass
+    else:
+        demo_cmd.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        status: int = args.handler(args)
+        return status
+    except StaticMQError as exc:
+        print(f"staticmq {args.command}: error: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130

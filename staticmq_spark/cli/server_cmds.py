@@ -1,0 +1,135 @@
+"""`staticmq cluster`, `staticmq namesrv` and `staticmq broker`: the server processes."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from staticmq_spark.errors import InvalidOptionError
+
+log = logging.getLogger("staticmq.cli")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("cluster", help="run a name server and N brokers until SIGINT/SIGTERM")
+    p.add_argument("--brokers", type=int, default=2, help="number of brokers (broker-0, broker-1, ...)")
+    p.add_argument("--data-dir", required=True, type=Path, help="cluster directory; restarting on it recovers all data")
+    p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (0: any free port)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--cluster", default="DefaultCluster", help="cluster name")
+    p.add_argument("--flush", choices=["sync", "async"], default="sync")
+    p.add_argument("--config", type=Path, help="TOML file with [broker] and [store] settings")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
+    p.add_argument("--ready-file", type=Path, help="write the cluster's addresses and pids here once serving")
+    p.set_defaults(handler=cmd_cluster)
+
+    p = sub.add_parser("namesrv", help="run one name server")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=9876)
+    p.add_argument("--broker-timeout-ms", type=int, default=10_000, help="expire a broker silent this long")
+    p.add_argument("--ready-file", type=Path)
+    p.set_defaults(handler=cmd_namesrv)
+
+    p = sub.add_parser("broker", help="run one broker")
+    p.add_argument("--name", required=True)
+    p.add_argument("--namesrv", required=True, help="HOST:PORT of the name server(s), ';'-separated")
+    p.add_argument("--data-dir", required=True, type=Path)
+    p.add_argument("--port", type=int, default=10911)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--cluster", default=None, help="cluster name (default DefaultCluster)")
+    p.add_argument("--flush", choices=["sync", "async"], default=None)
+    p.add_argument("--heartbeat-ms", type=int, default=None)
+    p.add_argument("--config", type=Path, help="TOML file with [broker] and [store] settings")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
+    p.add_argument("--ready-file", type=Path)
+    p.set_defaults(handler=cmd_broker)
+
+
+def parse_sets(pairs: list[str]) -> dict[str, Any]:
+    """`--set key=value` -> typed [store] settings (types from StoreConfig)."""
+    from broker_stub.config import StoreConfig
+
+    types = {f.name: f.type for f in dataclasses.fields(StoreConfig)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise InvalidOptionError(f"--set expects KEY=VALUE, got {pair!r}")
+        if key not in types:
+            raise InvalidOptionError(f"--set: unknown store setting {key!r}; accepted: {sorted(types)}")
+        kind = types[key]
+        try:
+            out[key] = int(raw) if kind == "int" else float(raw) if kind == "float" else raw
+        except ValueError:
+            raise InvalidOptionError(f"--set {key}: {raw!r} is not a valid {kind}") from None
+    return out
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from broker_stub.broker.server import run_broker
+    from broker_stub.config import broker_config_from, load_toml, store_config_from
+
+    file_cfg = load_toml(args.config) if args.config else {}
+    store_values = {**file_cfg.get("store", {}), **parse_sets(args.set)}
+    if args.flush:
+        store_values["flush"] = args.flush
+    broker_values = dict(file_cfg.get("broker", {}))
+    broker_values.update(name=args.name, namesrv=args.namesrv, data_dir=args.data_dir, host=args.host, port=args.port)
+    if args.cluster:
+        broker_values["cluster"] = args.cluster
+    if args.heartbeat_ms:
+        broker_values["heartbeat_interval_ms"] = args.heartbeat_ms
+    config = broker_config_from(broker_values, store_config_from(store_values))
+    run_broker(config, args.ready_file)
+    return 0
+
+
+def cmd_namesrv(args: argparse.Namespace) -> int:
+    from broker_stub.namesrv.server import run_namesrv
+
+    run_namesrv(args.host, args.port, args.broker_timeout_ms, args.ready_file)
+    return 0
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from staticmq_spark.testing import LocalCluster
+
+    store = parse_sets(args.set)
+    cluster = LocalCluster(
+        brokers=args.brokers,
+        data_dir=args.data_dir,
+        namesrv_port=args.namesrv_port,
+        host=args.host,
+        cluster=args.cluster,
+        flush=args.flush,
+        store=store,
+        config_file=args.config,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    cluster.start()
+    try:
+        info = cluster.ready_info()
+        if args.ready_file:
+            tmp = args.ready_file.with_name(f".{args.ready_file.name}.tmp")
+            tmp.write_text(json.dumps(info, indent=1))
+            tmp.replace(args.ready_file)
+        print(json.dumps(info), flush=True)
+        log.info("cluster %s serving: name server %s, brokers %s", args.cluster, info["namesrv"], cluster.broker_names)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        log.info("stopping cluster")
+        cluster.stop()
+    return 0

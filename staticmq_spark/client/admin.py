@@ -1,0 +1,171 @@
+"""Admin operations. Commands that need many brokers ask each broker directly and combine the
+answers here (admin-side adaptation): brokers never fan out to each other for an admin call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from staticmq_spark.client.route import RouteCache, TopicRouteView
+from staticmq_spark.client.rpc import Channels, invoke
+from staticmq_spark.errors import BrokerNotFoundError, InvalidArgumentError, TopicNotFoundError
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSummary:
+    name: str
+    cluster: str
+    addr: str
+    last_heartbeat: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    broker: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_store_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRow:
+    group: str
+    topic: str
+    broker: str
+    queue_id: int
+    committed_offset: int
+    max_offset: int
+    last_update: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.max_offset - self.committed_offset)
+
+
+class Admin:
+    def __init__(self, namesrv: str, *, timeout_s: float = 10.0, channels: Channels | None = None) -> None:
+        self._own_channels = channels is None
+        self.channels = channels or Channels()
+        self.routes = RouteCache(namesrv, self.channels, ttl_s=0.0)
+        self.timeout_s = timeout_s
+
+    # ------------------------------------------------------------------ cluster
+
+    def cluster_info(self) -> list[BrokerSummary]:
+        info = self.routes.cluster_info()
+        return [BrokerSummary(b.name, b.cluster, b.addr, b.last_heartbeat) for b in info.brokers]
+
+    def target_brokers(self, *, cluster: str | None = None, brokers: list[str] | None = None) -> dict[str, str]:
+        """name -> address of the brokers a `-c CLUSTER` or `-b B1,B2` option names."""
+        if (cluster is None) == (brokers is None):
+            raise InvalidArgumentError("name either a cluster (-c) or brokers (-b), not both or neither")
+        live = {b.name: b for b in self.cluster_info()}
+        if cluster is not None:
+            chosen = {n: b.addr for n, b in live.items() if b.cluster == cluster}
+            if not chosen:
+                known = sorted({b.cluster for b in live.values()})
+                raise BrokerNotFoundError(f"cluster {cluster!r} has no live broker (live clusters: {known})")
+            return dict(sorted(chosen.items()))
+        assert brokers is not None
+        missing = [n for n in brokers if n not in live]
+        if missing:
+            raise BrokerNotFoundError(f"broker(s) {missing} are not alive (live: {sorted(live)})")
+        return {n: live[n].addr for n in brokers}
+
+    def broker_addr(self, name: str) -> str:
+        for b in self.cluster_info():
+            if b.name == name:
+                return b.addr
+        raise BrokerNotFoundError(f"broker {name!r} is not alive")
+
+    def stub(self, addr: str):  # type: ignore[no-untyped-def]
+        return self.channels.broker(addr)
+
+    # ------------------------------------------------------------------ plain topics
+
+    def update_topic(
+        self,
+        topic: str,
+        *,
+        cluster: str | None = None,
+        brokers: list[str] | None = None,
+        read_queues: int = 8,
+        write_queues: int = 8,
+        perm: int = PERM_READ_WRITE,
+        order: str = "",
+    ) -> dict[str, TopicConfig]:
+        """Create or update a dynamic topic on the named brokers."""
+        wanted = TopicConfig(topic, read_queues, write_queues, perm, order=order).to_pb()
+        out = {}
+        for name, addr in self.target_brokers(cluster=cluster, brokers=brokers).items():
+            resp = invoke(name, self.stub(addr).UpdateTopic, wanted, self.timeout_s)
+            out[name] = TopicConfig.from_pb(resp)
+        return out
+
+    def topic_configs(self, broker_addr: str) -> list[TopicConfig]:
+        resp = invoke(broker_addr, self.stub(broker_addr).GetTopicConfigs, pb.Empty(), self.timeout_s)
+        return [TopicConfig.from_pb(t) for t in resp.topics]
+
+    def brokers_with_topic(self, topic: str) -> dict[str, tuple[str, TopicConfig]]:
+        """Every live broker that has `topic`: name -> (address, config)."""
+        found = {}
+        for b in self.cluster_info():
+            for cfg in self.topic_configs(b.addr):
+                if cfg.name == topic:
+                    found[b.name] = (b.addr, cfg)
+        return found
+
+    def delete_topic(self, topic: str) -> list[str]:
+        """Delete a dynamic topic from every live broker that has it."""
+        holders = self.brokers_with_topic(topic)
+        if not holders:
+            raise TopicNotFoundError(f"no live broker has topic {topic!r}")
+        for name, (addr, _) in holders.items():
+            invoke(name, self.stub(addr).DeleteTopic, pb.TopicName(topic=topic), self.timeout_s)
+        return sorted(holders)
+
+    def topic_route(self, topic: str) -> tuple[pb.TopicRoute, TopicRouteView]:
+        raw = self.routes.fetch(topic)
+        return raw, TopicRouteView.from_pb(raw)
+
+    def topic_status(self, topic: str) -> list[QueueStatus]:
+        """Per physical queue min/max offsets of a dynamic topic, asked from each broker."""
+        out = []
+        for name, (addr, _) in sorted(self.brokers_with_topic(topic).items()):
+            resp = invoke(name, self.stub(addr).GetTopicOffsets, pb.TopicName(topic=topic), self.timeout_s)
+            out.extend(
+                QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_store_timestamp) for q in resp.queues
+            )
+        return out
+
+    # ------------------------------------------------------------------ consumers
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> list[ProgressRow]:
+        rows = []
+        for b in self.cluster_info():
+            req = pb.ConsumerOffsetsRequest(group=group, topic=topic or "")
+            entries = invoke(b.name, self.stub(b.addr).ListConsumerOffsets, req, self.timeout_s).entries
+            maxima: dict[tuple[str, int], int] = {}
+            for t in sorted({e.topic for e in entries}):
+                try:
+                    resp = invoke(b.name, self.stub(b.addr).GetTopicOffsets, pb.TopicName(topic=t), self.timeout_s)
+                except TopicNotFoundError:
+                    continue
+                maxima.update({(t, q.queue_id): q.max_offset for q in resp.queues})
+            rows.extend(
+                ProgressRow(e.group, e.topic, b.name, e.queue_id, e.offset, maxima.get((e.topic, e.queue_id), 0), e.update_timestamp)
+                for e in entries
+            )
+        return sorted(rows, key=lambda r: (r.topic, r.queue_id, r.broker))
+
+    def close(self) -> None:
+        if self._own_channels:
+            self.channels.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,166 @@
+"""The one error tree of staticmq, shared by broker, name server and clients.
+
+    StaticMQError
+    ├── InvalidArgumentError             bad input from the caller (never retried)
+    │   ├── InvalidTopicNameError
+    │   ├── InvalidBatchError
+    │   ├── MessageTooLargeError
+    │   ├── InvalidOffsetError
+    │   └── InvalidOptionError           a connector or CLI option that is unknown or malformed
+    ├── NotFoundError
+    │   ├── TopicNotFoundError
+    │   ├── QueueNotFoundError
+    │   └── BrokerNotFoundError
+    ├── ConflictError                    the request contradicts stored state
+    │   ├── TopicExistsError
+    │   ├── StaticTopicRefusedError      a plain operation on a static topic, or the reverse
+    │   ├── MappingRejectedError         a TopicQueueMapping that breaks the mapping rules
+    │   ├── InconsistentTopicError       brokers disagree about a static topic: run repair
+    │   └── ReceiptHandleError           pop: a forged, expired or superseded receipt handle
+    ├── DataDirError                     a data directory that belongs to another broker
+    ├── DataLossError                    messages the reader needed were removed by retention
+    ├── NotLeaderError (retriable)       the broker does not lead that logic queue (stale route)
+    ├── QueueUnavailableError (retriable) a logic queue whose broker is down
+    ├── BrokerUnavailableError (retriable) a broker or name server that cannot be reached
+    ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
+    └── InternalError                    a fault inside the broker (a bug: reported, never hidden)
+
+Every class names its wire `code`; `error_for_code` is derived from the classes, so adding a
+class is enough to make it travel between processes.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class StaticMQError(Exception):
+    """Base of every staticmq error. `code` travels on the wire; `retriable` drives retries."""
+
+    code: ClassVar[str] = "STATICMQ_ERROR"
+    grpc_status: ClassVar[str] = "UNKNOWN"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgumentError(StaticMQError):
+    code = "INVALID_ARGUMENT"
+    grpc_status = "INVALID_ARGUMENT"
+
+
+class InvalidTopicNameError(InvalidArgumentError):
+    code = "INVALID_TOPIC_NAME"
+
+
+class InvalidBatchError(InvalidArgumentError):
+    code = "INVALID_BATCH"
+
+
+class MessageTooLargeError(InvalidArgumentError):
+    code = "MESSAGE_TOO_LARGE"
+
+
+class InvalidOffsetError(InvalidArgumentError):
+    code = "INVALID_OFFSET"
+
+
+class InvalidOptionError(InvalidArgumentError):
+    code = "INVALID_OPTION"
+
+
+class NotFoundError(StaticMQError):
+    code = "NOT_FOUND"
+    grpc_status = "NOT_FOUND"
+
+
+class TopicNotFoundError(NotFoundError):
+    code = "TOPIC_NOT_FOUND"
+
+
+class QueueNotFoundError(NotFoundError):
+    code = "QUEUE_NOT_FOUND"
+
+
+class BrokerNotFoundError(NotFoundError):
+    code = "BROKER_NOT_FOUND"
+
+
+class ConflictError(StaticMQError):
+    code = "CONFLICT"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class TopicExistsError(ConflictError):
+    code = "TOPIC_EXISTS"
+    grpc_status = "ALREADY_EXISTS"
+
+
+class StaticTopicRefusedError(ConflictError):
+    code = "STATIC_TOPIC_REFUSED"
+
+
+class MappingRejectedError(ConflictError):
+    code = "MAPPING_REJECTED"
+
+
+class InconsistentTopicError(ConflictError):
+    code = "INCONSISTENT_TOPIC"
+
+
+class ReceiptHandleError(ConflictError):
+    code = "INVALID_RECEIPT_HANDLE"
+
+
+class DataDirError(StaticMQError):
+    code = "DATA_DIR"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class DataLossError(StaticMQError):
+    code = "DATA_LOSS"
+    grpc_status = "OUT_OF_RANGE"
+
+
+class NotLeaderError(StaticMQError):
+    code = "NOT_LEADER"
+    grpc_status = "UNAVAILABLE"
+    retriable = True
+
+
+class QueueUnavailableError(StaticMQError):
+    code = "QUEUE_UNAVAILABLE"
+    grpc_status = "UNAVAILABLE"
+    retriable = True
+
+
+class BrokerUnavailableError(StaticMQError):
+    code = "BROKER_UNAVAILABLE"
+    grpc_status = "UNAVAILABLE"
+    retriable = True
+
+
+class LockHeldError(StaticMQError):
+    code = "LOCK_HELD"
+    grpc_status = "FAILED_PRECONDITION"
+    retriable = True
+
+
+class InternalError(StaticMQError):
+    code = "INTERNAL"
+    grpc_status = "INTERNAL"
+
+
+def _all_subclasses(cls: type[StaticMQError]) -> list[type[StaticMQError]]:
+    found: list[type[StaticMQError]] = [cls]
+    for sub in cls.__subclasses__():
+        found.extend(_all_subclasses(sub))
+    return found
+
+
+def error_for_code(code: str) -> type[StaticMQError]:
+    """The error class a wire code names; unknown codes map to the base class."""
+    table = {cls.code: cls for cls in _all_subclasses(StaticMQError)}
+    return table.get(code, StaticMQError)
