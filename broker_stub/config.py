@@ -31,8 +31,16 @@ class StoreConfig:
     def __post_init__(self) -> None:
         if self.flush not in FLUSH_POLICIES:
             raise InvalidOptionError(f"store.flush is {self.flush!r}; expected one of {FLUSH_POLICIES}")
-        positive = ("flush_interval_ms", "segment_bytes", "cq_entries_per_file", "retention_check_interval_ms",
-                    "checkpoint_interval_ms", "max_message_bytes", "max_batch_bytes", "idempotency_window")
+        positive = (
+            "flush_interval_ms",
+            "segment_bytes",
+            "cq_entries_per_file",
+            "retention_check_interval_ms",
+            "checkpoint_interval_ms",
+            "max_message_bytes",
+            "max_batch_bytes",
+            "idempotency_window",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise InvalidOptionError(f"store.{name} must be positive, got {getattr(self, name)!r}")
@@ -69,9 +77,7 @@ def _check_keys(section: str, given: dict[str, Any], cls: type) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(given) - known)
     if unknown:
-        raise InvalidOptionError(
-            f"unknown key(s) {unknown} in [{section}]; accepted: {sorted(known)}"
-        )
+        raise InvalidOptionError(f"unknown key(s) {unknown} in [{section}]; accepted: {sorted(known)}")
 
 
 def store_config_from(values: dict[str, Any]) -> StoreConfig:

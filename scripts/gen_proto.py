@@ -18,6 +18,7 @@ def generate(out_dir: Path) -> None:
         f"--python_out={out_dir}",
         f"--grpc_python_out={out_dir}",
         f"--mypy_out={out_dir}",
+        f"--mypy_grpc_out={out_dir}",
         *protos,
     ]
     if protoc.main(args) != 0:

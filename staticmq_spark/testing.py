@@ -199,7 +199,9 @@ class LocalCluster:
                 if all(live.get(n) == self._brokers[n].addr for n in names):
                     return
                 if time.monotonic() > deadline:
-                    raise BrokerUnavailableError(f"brokers {names} did not register with the name server in {timeout_s}s")
+                    raise BrokerUnavailableError(
+                        f"brokers {names} did not register with the name server in {timeout_s}s"
+                    )
                 time.sleep(0.05)
 
     # ------------------------------------------------------------------ internals
@@ -213,22 +215,33 @@ class LocalCluster:
     def _namesrv_args(self) -> list[str]:
         return [
             "namesrv",
-            "--host", self.host,
-            "--port", str(self._namesrv.port),
-            "--broker-timeout-ms", str(self._broker_timeout_ms),
+            "--host",
+            self.host,
+            "--port",
+            str(self._namesrv.port),
+            "--broker-timeout-ms",
+            str(self._broker_timeout_ms),
         ]
 
     def _broker_args(self, handle: ProcessHandle) -> list[str]:
         args = [
             "broker",
-            "--name", handle.name,
-            "--namesrv", self.namesrv,
-            "--data-dir", str(self.data_dir / handle.name),
-            "--host", self.host,
-            "--port", str(handle.port),
-            "--cluster", self.cluster_name,
-            "--flush", self._flush,
-            "--heartbeat-ms", str(self._heartbeat_ms),
+            "--name",
+            handle.name,
+            "--namesrv",
+            self.namesrv,
+            "--data-dir",
+            str(self.data_dir / handle.name),
+            "--host",
+            self.host,
+            "--port",
+            str(handle.port),
+            "--cluster",
+            self.cluster_name,
+            "--flush",
+            self._flush,
+            "--heartbeat-ms",
+            str(self._heartbeat_ms),
         ]
         if self._config_file is not None:
             args += ["--config", str(self._config_file)]

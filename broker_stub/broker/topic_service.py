@@ -41,9 +41,7 @@ class TopicService:
                 "use updateStaticTopic or remappingStaticTopic"
             )
         if wanted.is_static and not internal:
-            raise StaticTopicRefusedError(
-                f"topic {wanted.name!r}: static topics are created with updateStaticTopic"
-            )
+            raise StaticTopicRefusedError(f"topic {wanted.name!r}: static topics are created with updateStaticTopic")
         _check_counts(wanted)
         cfg = replace(wanted, uid=existing.uid if existing else 0)
         cfg = self.topics.put(cfg)

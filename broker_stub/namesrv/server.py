@@ -50,9 +50,7 @@ class NameServerServicer(pb_grpc.NameServerServicer):
 def run_namesrv(host: str, port: int, broker_timeout_ms: int, ready_file: Path | None = None) -> None:
     registry = RouteRegistry(broker_timeout_ms / 1000)
     servicer = NameServerServicer(registry)
-    server, bound = start_server(
-        host, port, 16, lambda s: pb_grpc.add_NameServerServicer_to_server(servicer, s)
-    )
+    server, bound = start_server(host, port, 16, lambda s: pb_grpc.add_NameServerServicer_to_server(servicer, s))
     stop = threading.Event()
 
     def expire_loop() -> None:

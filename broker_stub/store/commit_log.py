@@ -8,6 +8,7 @@ never block appends.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -19,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from broker_stub.store.atomic_file import fsync_dir
-from broker_stub.store.retired_fds import RetiredFds
 from broker_stub.store.record import HEADER_SIZE, RecordError, RecordHeader, decode_header, parse_record
+from broker_stub.store.retired_fds import RetiredFds
 from staticmq_spark.protocol.codec import Int32Array, Int64Array, _ranges_to_indices
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class CommitLog:
             fd = os.open(path, os.O_RDWR)
             st = os.fstat(fd)
             segments.append(Segment(base, path, fd, st.st_size, st.st_mtime))
-        for prev, nxt in zip(segments, segments[1:], strict=False):
+        for prev, nxt in itertools.pairwise(segments):
             if prev.end != nxt.base:
                 log.warning("commit log gap: %s ends at %d, %s starts at %d", prev.path, prev.end, nxt.path, nxt.base)
         self._publish(segments)
@@ -99,9 +100,7 @@ class CommitLog:
             while p < min(seg.end, stop):
                 head = os.pread(seg.fd, HEADER_SIZE + 2 * 1024 + 256, p - seg.base)
                 try:
-                    total, crc, topic_len, queue_id, base, count, ts, uid, attr_len = decode_header(
-                        head, seg.end - p
-                    )
+                    total, crc, topic_len, queue_id, base, count, ts, uid, attr_len = decode_header(head, seg.end - p)
                 except RecordError:
                     break
                 if len(head) < HEADER_SIZE + topic_len + attr_len:
@@ -238,7 +237,7 @@ class CommitLog:
         self, segs: tuple[Segment, ...], seg_idx: Int64Array, pos: Int64Array, size: Int32Array, end: Int64Array
     ) -> bytes:
         """Many small runs: read each segment's span once and gather with numpy."""
-        out = []
+        out: list[bytes] = []
         for s in np.unique(seg_idx).tolist():
             sel = np.flatnonzero(seg_idx == s)
             span_start, span_end = int(pos[sel[0]]), int(end[sel[-1]])

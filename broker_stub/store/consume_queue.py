@@ -12,10 +12,10 @@ import shutil
 import threading
 from pathlib import Path
 
-from broker_stub.store.retired_fds import RetiredFds
-
 import numpy as np
 import numpy.typing as npt
+
+from broker_stub.store.retired_fds import RetiredFds
 
 ENTRY_DTYPE = np.dtype([("pos", "<i8"), ("size", "<i4"), ("flags", "<i4"), ("store_ts", "<i8")])
 ENTRY_SIZE = ENTRY_DTYPE.itemsize  # 24
@@ -143,9 +143,7 @@ class ConsumeQueue:
         while lo < hi:
             mid = (lo + hi) // 2
             entries = self.read(mid, 1)
-            if not len(entries):
-                hi = mid
-            elif int(entries[0][field]) >= value:
+            if not len(entries) or int(entries[0][field]) >= value:
                 hi = mid
             else:
                 lo = mid + 1

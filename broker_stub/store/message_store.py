@@ -104,7 +104,7 @@ class MessageStore:
         verify_from = int(checkpoint.get("cq_safe_pos", 0))
         if verify_from > self._log.written_pos or verify_from < self._log.min_pos:
             verify_from = self._log.min_pos
-        for pos, header in self._log.walk_headers(IDEMPOTENCY_SEGMENTS, verify_from):
+        for _pos, header in self._log.walk_headers(IDEMPOTENCY_SEGMENTS, verify_from):
             self._remember_key(header)
         redispatched = 0
         for pos, header, sizes in self._log.recover(verify_from):
@@ -203,9 +203,7 @@ class MessageStore:
 
     # ------------------------------------------------------------------ append
 
-    def append(
-        self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b""
-    ) -> AppendResult:
+    def append(self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b"") -> AppendResult:
         """Append one batch to a physical queue; durable on return when flush=sync."""
         uid = self._uids.get(topic)
         if uid is None:
@@ -223,8 +221,14 @@ class MessageStore:
             base = cq.max_offset
             now = max(int(time.time() * 1000), self._last_store_ts)
             parts = encode_record(
-                topic=topic, queue_id=queue_id, base_offset=base, store_timestamp=now,
-                topic_uid=uid, attrs=idempotency_key, sizes=batch.sizes, data=batch.data,
+                topic=topic,
+                queue_id=queue_id,
+                base_offset=base,
+                store_timestamp=now,
+                topic_uid=uid,
+                attrs=idempotency_key,
+                sizes=batch.sizes,
+                data=batch.data,
             )
             pos = self._log.append(parts)
             rows_at = pos + sum(len(p) for p in parts[:4])
@@ -265,7 +269,10 @@ class MessageStore:
         if cq.max_offset < header.base_offset:
             log.error(
                 "recovery: %s/%d consume queue ends at %d but the next record starts at %d",
-                header.topic, header.queue_id, cq.max_offset, header.base_offset,
+                header.topic,
+                header.queue_id,
+                cq.max_offset,
+                header.base_offset,
             )
             return 0
         if cq.max_offset > header.base_offset:

@@ -1,18 +1,18 @@
 """The commit-log record: one appended batch of one queue, with a CRC over everything after it.
 
-    offset size field
-    0      4    magic             0x534D5131 ("SMQ1")
-    4      4    total_len         bytes of the whole record, header included
-    8      4    crc32             of bytes [12, total_len)
-    12     2    flags             reserved, 0
-    14     2    topic_len
-    16     4    queue_id          physical queue
-    20     8    base_offset       queue offset of the first message
-    28     4    count
-    32     8    store_timestamp   ms; the same for every message of the record
-    40     8    topic_uid         the topic incarnation the record belongs to
-    48     4    attr_len          record attributes (the idempotency key), may be 0
-    52     ...  topic, attrs, sizes (int32 per message), packed message rows
+offset size field
+0      4    magic             0x534D5131 ("SMQ1")
+4      4    total_len         bytes of the whole record, header included
+8      4    crc32             of bytes [12, total_len)
+12     2    flags             reserved, 0
+14     2    topic_len
+16     4    queue_id          physical queue
+20     8    base_offset       queue offset of the first message
+28     4    count
+32     8    store_timestamp   ms; the same for every message of the record
+40     8    topic_uid         the topic incarnation the record belongs to
+48     4    attr_len          record attributes (the idempotency key), may be 0
+52     ...  topic, attrs, sizes (int32 per message), packed message rows
 """
 
 from __future__ import annotations
@@ -85,9 +85,7 @@ def decode_header(head: bytes, available: int) -> tuple[int, int, int, int, int,
     """Check the fixed header; `available` is how many bytes the segment has from here."""
     if len(head) < HEADER_SIZE:
         raise RecordError("short header")
-    magic, total, crc, flags, topic_len, queue_id, base, count, ts, uid, attr_len = HEADER.unpack_from(
-        head
-    )
+    magic, total, crc, flags, topic_len, queue_id, base, count, ts, uid, attr_len = HEADER.unpack_from(head)
     if magic != MAGIC:
         raise RecordError(f"bad magic {magic:#x}")
     if flags != 0 or count <= 0 or attr_len > MAX_ATTR_LEN or base < 0:

@@ -11,6 +11,7 @@ from broker_stub.store.atomic_file import atomic_write_json, read_json
 from staticmq_spark.errors import DataDirError
 from staticmq_spark.protocol.topic import TopicConfig
 
+
 def new_uid() -> int:
     """A topic incarnation id: nanoseconds since epoch, unique per creation on a broker."""
     return time.time_ns()

@@ -12,10 +12,17 @@ from typing import Any
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.errors import InvalidOptionError
 
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[Admin, argparse.Namespace], int]]] = {}
+COMMANDS: dict[
+    str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[Admin, argparse.Namespace], int]]
+] = {}
 
 
-def command(name: str, help_text: str, configure: Callable[[argparse.ArgumentParser], None]):  # type: ignore[no-untyped-def]
+Handler = Callable[[Admin, argparse.Namespace], int]
+
+
+def command(
+    name: str, help_text: str, configure: Callable[[argparse.ArgumentParser], None]
+) -> Callable[[Handler], Handler]:
     def wrap(fn: Callable[[Admin, argparse.Namespace], int]) -> Callable[[Admin, argparse.Namespace], int]:
         COMMANDS[name] = (help_text, configure, fn)
         return fn
@@ -115,17 +122,40 @@ def topic_route(admin: Admin, args: argparse.Namespace) -> int:
             "static": b.config.is_static,
             "totalQueues": b.config.total_queues,
             "leaders": [
-                {"logicQueue": x.logic_queue, "physicalQueue": x.physical_queue, "gen": x.gen, "logicOffset": x.logic_offset}
+                {
+                    "logicQueue": x.logic_queue,
+                    "physicalQueue": x.physical_queue,
+                    "gen": x.gen,
+                    "logicOffset": x.logic_offset,
+                }
                 for x in b.leaders
             ],
         }
         for b in raw.brokers
     ]
     queues = [asdict(q) | {"available": q.available} for q in view.write_queues]
-    lines = [f"topic {view.topic} ({'static, ' + str(view.total_queues) + ' logic queues' if view.is_static else 'dynamic'})"]
-    lines += [f"  broker {b['broker']} {b['addr']} read={b['readQueues']} write={b['writeQueues']} perm={b['perm']}" for b in brokers]
-    lines += [f"  queue {q.queue_id:>4} -> {q.broker} {q.addr}" + ("" if q.available else "  (unavailable)") for q in view.write_queues]
-    emit(args, {"topic": view.topic, "static": view.is_static, "totalQueues": view.total_queues, "brokers": brokers, "queues": queues}, lines)
+    lines = [
+        f"topic {view.topic} ({'static, ' + str(view.total_queues) + ' logic queues' if view.is_static else 'dynamic'})"
+    ]
+    lines += [
+        f"  broker {b['broker']} {b['addr']} read={b['readQueues']} write={b['writeQueues']} perm={b['perm']}"
+        for b in brokers
+    ]
+    lines += [
+        f"  queue {q.queue_id:>4} -> {q.broker} {q.addr}" + ("" if q.available else "  (unavailable)")
+        for q in view.write_queues
+    ]
+    emit(
+        args,
+        {
+            "topic": view.topic,
+            "static": view.is_static,
+            "totalQueues": view.total_queues,
+            "brokers": brokers,
+            "queues": queues,
+        },
+        lines,
+    )
     return 0
 
 
@@ -134,7 +164,9 @@ def topic_status(admin: Admin, args: argparse.Namespace) -> int:
     rows = admin.topic_status(args.topic)
     as_json = [asdict(r) for r in rows]
     lines = [f"{'broker':<16}{'queue':>6}{'min':>14}{'max':>14}  last update"]
-    lines += [f"{r.broker:<16}{r.queue_id:>6}{r.min_offset:>14}{r.max_offset:>14}  {r.last_store_timestamp}" for r in rows]
+    lines += [
+        f"{r.broker:<16}{r.queue_id:>6}{r.min_offset:>14}{r.max_offset:>14}  {r.last_store_timestamp}" for r in rows
+    ]
     emit(args, {"topic": args.topic, "queues": as_json}, lines)
     return 0
 
@@ -161,7 +193,9 @@ def consumer_progress(admin: Admin, args: argparse.Namespace) -> int:
     rows = admin.consumer_progress(args.group, args.topic)
     as_json = [asdict(r) | {"lag": r.lag} for r in rows]
     lines = [f"{'topic':<24}{'broker':<14}{'queue':>6}{'committed':>12}{'max':>12}{'lag':>10}"]
-    lines += [f"{r.topic:<24}{r.broker:<14}{r.queue_id:>6}{r.committed_offset:>12}{r.max_offset:>12}{r.lag:>10}" for r in rows]
+    lines += [
+        f"{r.topic:<24}{r.broker:<14}{r.queue_id:>6}{r.committed_offset:>12}{r.max_offset:>12}{r.lag:>10}" for r in rows
+    ]
     lines.append(f"total lag: {sum(r.lag for r in rows)}")
     emit(args, {"group": args.group, "queues": as_json, "totalLag": sum(r.lag for r in rows)}, lines)
     if not rows:

@@ -44,8 +44,8 @@ def register(sub: Any) -> None:
 
 def _read_stdin(as_json: bool) -> list[dict[str, Any]]:
     rows = []
-    for n, line in enumerate(sys.stdin, 1):
-        line = line.rstrip("\n")
+    for n, raw in enumerate(sys.stdin, 1):
+        line = raw.rstrip("\n")
         if not line and not as_json:
             continue
         if as_json:
@@ -135,7 +135,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
             offset = _start_offset(consumer, args, q.queue_id, broker)
             while not args.max or printed < args.max:
                 want = 1024 if not args.max else min(1024, args.max - printed)
-                result = consumer.pull(args.topic, q.queue_id, offset, max_messages=want, wait_ms=args.wait_ms, broker=broker)
+                result = consumer.pull(
+                    args.topic, q.queue_id, offset, max_messages=want, wait_ms=args.wait_ms, broker=broker
+                )
                 if result.status is PullStatus.FOUND:
                     printed += _print_batch(args, result)
                     offset = result.next_offset

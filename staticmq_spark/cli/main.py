@@ -23,12 +23,6 @@ def build_parser() -> argparse.ArgumentParser:
     server_cmds.register(sub)
     admin_cmds.register(sub)
     io_cmds.register(sub)
-    try:
-        from staticmq_spark.cli import demo_cmd
-    except ImportError:  # the demo needs the Spark extras
-        pass
-    else:
-        demo_cmd.register(sub)
     return parser
 
 

@@ -9,6 +9,7 @@ from staticmq_spark.client.route import RouteCache, TopicRouteView
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import BrokerNotFoundError, InvalidArgumentError, TopicNotFoundError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
 
 
@@ -80,7 +81,7 @@ class Admin:
                 return b.addr
         raise BrokerNotFoundError(f"broker {name!r} is not alive")
 
-    def stub(self, addr: str):  # type: ignore[no-untyped-def]
+    def stub(self, addr: str) -> pb_grpc.BrokerStub:
         return self.channels.broker(addr)
 
     # ------------------------------------------------------------------ plain topics
@@ -132,7 +133,7 @@ class Admin:
 
     def topic_status(self, topic: str) -> list[QueueStatus]:
         """Per physical queue min/max offsets of a dynamic topic, asked from each broker."""
-        out = []
+        out: list[QueueStatus] = []
         for name, (addr, _) in sorted(self.brokers_with_topic(topic).items()):
             resp = invoke(name, self.stub(addr).GetTopicOffsets, pb.TopicName(topic=topic), self.timeout_s)
             out.extend(
@@ -143,7 +144,7 @@ class Admin:
     # ------------------------------------------------------------------ consumers
 
     def consumer_progress(self, group: str, topic: str | None = None) -> list[ProgressRow]:
-        rows = []
+        rows: list[ProgressRow] = []
         for b in self.cluster_info():
             req = pb.ConsumerOffsetsRequest(group=group, topic=topic or "")
             entries = invoke(b.name, self.stub(b.addr).ListConsumerOffsets, req, self.timeout_s).entries
@@ -155,7 +156,15 @@ class Admin:
                     continue
                 maxima.update({(t, q.queue_id): q.max_offset for q in resp.queues})
             rows.extend(
-                ProgressRow(e.group, e.topic, b.name, e.queue_id, e.offset, maxima.get((e.topic, e.queue_id), 0), e.update_timestamp)
+                ProgressRow(
+                    e.group,
+                    e.topic,
+                    b.name,
+                    e.queue_id,
+                    e.offset,
+                    maxima.get((e.topic, e.queue_id), 0),
+                    e.update_timestamp,
+                )
                 for e in entries
             )
         return sorted(rows, key=lambda r: (r.topic, r.queue_id, r.broker))

@@ -70,9 +70,7 @@ class Producer:
         self._retries = retries
         self._max_request_bytes = max_request_bytes
         self.breaker = CircuitBreaker()
-        self.detector = ReachabilityDetector(
-            self._channels, enabled=active_detection, interval_s=detection_interval_s
-        )
+        self.detector = ReachabilityDetector(self._channels, enabled=active_detection, interval_s=detection_interval_s)
         self.selector = QueueSelector([self.breaker, self.detector])
         self._id = uuid.uuid4().hex[:16]
         self._seq = itertools.count()
@@ -201,9 +199,7 @@ class Producer:
             targets[:] = queue
         bad = targets[(targets < KEYLESS) | (targets >= total)]
         if bad.size:
-            raise QueueNotFoundError(
-                f"topic {route.topic!r} has {total} queues; queue {int(bad[0])} does not exist"
-            )
+            raise QueueNotFoundError(f"topic {route.topic!r} has {total} queues; queue {int(bad[0])} does not exist")
         return targets
 
     def _order_of(self, route: TopicRouteView) -> str:
@@ -288,7 +284,4 @@ def _group_rows(
     sorted_targets = targets[order]
     cuts = np.flatnonzero(np.diff(sorted_targets)) + 1
     bounds = [0, *cuts.tolist(), len(order)]
-    return [
-        (int(sorted_targets[a]), ordered.slice(a, b), order[a:b])
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-    ]
+    return [(int(sorted_targets[a]), ordered.slice(a, b), order[a:b]) for a, b in itertools.pairwise(bounds)]

@@ -65,7 +65,9 @@ class PullConsumer:
             return q
         matches = [q for q in route.read_queues if q.queue_id == queue_id and (broker is None or q.broker == broker)]
         if not matches:
-            raise QueueNotFoundError(f"topic {topic!r} has no readable queue {queue_id}" + (f" on {broker}" if broker else ""))
+            raise QueueNotFoundError(
+                f"topic {topic!r} has no readable queue {queue_id}" + (f" on {broker}" if broker else "")
+            )
         if len(matches) > 1:
             names = ", ".join(q.broker for q in matches)
             raise InvalidArgumentError(f"topic {topic!r} has queue {queue_id} on several brokers ({names}); name one")
@@ -96,7 +98,10 @@ class PullConsumer:
         )
         timeout = self._timeout_s + wait_ms / 1000
         response = self._on_queue(
-            topic, queue_id, broker, lambda q: invoke(q.broker, self._channels.broker(q.addr).Pull, _with_queue(request, q), timeout)
+            topic,
+            queue_id,
+            broker,
+            lambda q: invoke(q.broker, self._channels.broker(q.addr).Pull, _with_queue(request, q), timeout),
         )
         return pull_result(topic, queue_id, response)
 
@@ -112,9 +117,9 @@ class PullConsumer:
                 found[(name, qo.queue_id)] = qo
         out = []
         for q in route.read_queues:
-            qo = found.get((q.broker, q.queue_id))
-            if qo is not None:
-                out.append(QueueOffsets(q, qo.min_offset, qo.max_offset, qo.last_store_timestamp))
+            hit = found.get((q.broker, q.queue_id))
+            if hit is not None:
+                out.append(QueueOffsets(q, hit.min_offset, hit.max_offset, hit.last_store_timestamp))
         return out
 
     def min_offset(self, topic: str, queue_id: int, broker: str | None = None) -> int:
@@ -125,7 +130,9 @@ class PullConsumer:
 
     def _queue_offsets(self, topic: str, queue_id: int, broker: str | None) -> pb.QueueOffsets:
         def ask(q: QueueAddress) -> pb.QueueOffsets:
-            resp = invoke(q.broker, self._channels.broker(q.addr).GetTopicOffsets, pb.TopicName(topic=topic), self._timeout_s)
+            resp = invoke(
+                q.broker, self._channels.broker(q.addr).GetTopicOffsets, pb.TopicName(topic=topic), self._timeout_s
+            )
             for qo in resp.queues:
                 if qo.queue_id == q.queue_id:
                     return qo
@@ -135,6 +142,7 @@ class PullConsumer:
 
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int, broker: str | None = None) -> int:
         """The first offset stored at or after `timestamp_ms` (the max offset if none is)."""
+
         def ask(q: QueueAddress) -> int:
             req = pb.SearchOffsetRequest(topic=topic, queue_id=q.queue_id, timestamp=timestamp_ms)
             return invoke(q.broker, self._channels.broker(q.addr).SearchOffset, req, self._timeout_s).offset

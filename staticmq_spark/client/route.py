@@ -10,14 +10,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import BrokerUnavailableError, StaticMQError, TopicNotFoundError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.topic import PERM_READ, PERM_WRITE
 
 PLACEHOLDER_BROKER = "__logical_queue_broker__"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +128,7 @@ class RouteCache:
     def cluster_info(self) -> pb.ClusterInfo:
         return self._ask(lambda stub: invoke("name server", stub.GetClusterInfo, pb.Empty(), self._timeout_s))
 
-    def _ask(self, call):  # type: ignore[no-untyped-def]
+    def _ask(self, call: Callable[[pb_grpc.NameServerStub], T]) -> T:
         last: StaticMQError | None = None
         for addr in self.namesrv_addrs:
             try:

@@ -145,11 +145,7 @@ def encode_columns(
     offsets = np.frombuffer(rows.buffers()[1], dtype=np.int64, count=_PARTS * n + 1)
     data = rows.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
     sizes = (
-        HEADER_SIZE
-        + header["key_len"].astype(np.int64)
-        + header["tags_len"]
-        + header["body_len"]
-        + header["props_len"]
+        HEADER_SIZE + header["key_len"].astype(np.int64) + header["tags_len"] + header["body_len"] + header["props_len"]
     )
     if int(sizes.max()) > np.iinfo(np.int32).max:
         raise MessageTooLargeError("a message is larger than 2 GiB")
@@ -245,9 +241,7 @@ def _check_body_sizes(body_len: npt.NDArray[np.int32], limit: int) -> None:
     too_big = np.flatnonzero(body_len > limit)
     if too_big.size:
         i = int(too_big[0])
-        raise MessageTooLargeError(
-            f"message {i}: body is {int(body_len[i])} bytes; the limit is {limit} bytes"
-        )
+        raise MessageTooLargeError(f"message {i}: body is {int(body_len[i])} bytes; the limit is {limit} bytes")
 
 
 def _ranges_to_indices(starts: Int64Array, lengths: Int64Array) -> Int64Array:
@@ -381,7 +375,7 @@ def _pieces(batch: PackedBatch, header: npt.NDArray[Any]) -> pa.Array:
     )
 
 
-def _nullable_text(values: pa.Array, present: npt.NDArray[np.uint32]) -> pa.Array:
+def _nullable_text(values: pa.Array, present: npt.NDArray[Any]) -> pa.Array:
     text = values.cast(pa.string())
     if bool(np.all(present)):
         return text

@@ -24,8 +24,7 @@ def validate_topic(name: str, *, allow_system: bool = False) -> str:
         raise InvalidTopicNameError("topic name is empty")
     if len(name) > MAX_TOPIC_LENGTH:
         raise InvalidTopicNameError(
-            f"topic name {name[:40]!r}... is {len(name)} characters long; "
-            f"at most {MAX_TOPIC_LENGTH} are allowed"
+            f"topic name {name[:40]!r}... is {len(name)} characters long; at most {MAX_TOPIC_LENGTH} are allowed"
         )
     if not _NAME_RE.match(name):
         raise InvalidTopicNameError(
@@ -35,8 +34,7 @@ def validate_topic(name: str, *, allow_system: bool = False) -> str:
         name.startswith(RETRY_PREFIX) or name.startswith(DLQ_PREFIX) or name.startswith(SYSTEM_PREFIX)
     ):
         raise InvalidTopicNameError(
-            f"topic name {name!r} uses a reserved prefix "
-            f"({RETRY_PREFIX!r}, {DLQ_PREFIX!r}, {SYSTEM_PREFIX!r})"
+            f"topic name {name!r} uses a reserved prefix ({RETRY_PREFIX!r}, {DLQ_PREFIX!r}, {SYSTEM_PREFIX!r})"
         )
     return name
 
@@ -53,9 +51,7 @@ def validate_group(name: str) -> str:
 def validate_broker_name(name: str) -> str:
     """Return `name` if it is a valid broker name."""
     if not _BROKER_RE.match(name):
-        raise InvalidArgumentError(
-            f"broker name {name!r} must be 1-64 letters, digits, '_' or '-'"
-        )
+        raise InvalidArgumentError(f"broker name {name!r} must be 1-64 letters, digits, '_' or '-'")
     return name
 
 

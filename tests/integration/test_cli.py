@@ -1,0 +1,66 @@
+"""The `staticmq` command as scripts use it: JSON lines out, errors on stderr, exit statuses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def staticmq(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "staticmq_spark.cli", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_admin_update_topic_route_status_and_delete(cluster_process, unique_topic) -> None:
+    c = cluster_process(brokers=2)
+    topic = unique_topic()
+    out = staticmq("admin", "updateTopic", "-n", c.namesrv, "-t", topic, "-c", "DefaultCluster", "-r", "3", "-w", "3")
+    assert out.returncode == 0, out.stderr
+    route = json.loads(staticmq("admin", "topicRoute", "-n", c.namesrv, "-t", topic, "--json").stdout)
+    assert {b["broker"] for b in route["brokers"]} == {"broker-0", "broker-1"}
+    assert len(route["queues"]) == 6
+    status = json.loads(staticmq("admin", "topicStatus", "-n", c.namesrv, "-t", topic, "--json").stdout)
+    assert len(status["queues"]) == 6
+    assert staticmq("admin", "deleteTopic", "-n", c.namesrv, "-t", topic).returncode == 0
+    gone = staticmq("admin", "topicRoute", "-n", c.namesrv, "-t", topic)
+    assert gone.returncode != 0 and topic in gone.stderr
+
+
+def test_send_prints_one_json_line_per_message_and_pull_reads_them_back(cluster_process, unique_topic) -> None:
+    c = cluster_process(brokers=1)
+    topic = unique_topic()
+    staticmq("admin", "updateTopic", "-n", c.namesrv, "-t", topic, "-b", "broker-0", "-r", "2", "-w", "2")
+    sent = staticmq("send", "-n", c.namesrv, "-t", topic, "--key", "k1", "--tags", "T", "hello", "world")
+    assert sent.returncode == 0, sent.stderr
+    lines = [json.loads(line) for line in sent.stdout.splitlines()]
+    assert [line["queueOffset"] for line in lines] == [0, 1]
+    assert len({line["queueId"] for line in lines}) == 1
+    stdin = "\n".join(json.dumps({"key": f"k{i}", "body": f"b{i}", "properties": {"p": str(i)}}) for i in range(5))
+    sent = staticmq("send", "-n", c.namesrv, "-t", topic, "--stdin", "--json", stdin=stdin)
+    assert sent.returncode == 0 and len(sent.stdout.splitlines()) == 5
+    pulled = staticmq("pull", "-n", c.namesrv, "-t", topic)
+    rows = [json.loads(line) for line in pulled.stdout.splitlines()]
+    assert len(rows) == 7
+    assert {"topic", "queueId", "queueOffset", "key", "tags", "body", "properties", "storeTimestamp"} <= set(rows[0])
+    hello = next(r for r in rows if r["body"] == "hello")
+    assert (hello["key"], hello["tags"]) == ("k1", "T")
+    assert next(r for r in rows if r["body"] == "b3")["properties"] == {"p": "3"}
+    limited = staticmq("pull", "-n", c.namesrv, "-t", topic, "--max", "3")
+    assert len(limited.stdout.splitlines()) == 3
+
+
+def test_send_to_a_missing_topic_fails_with_a_message_on_stderr(cluster_process) -> None:
+    c = cluster_process(brokers=1)
+    out = staticmq("send", "-n", c.namesrv, "-t", "missing", "x")
+    assert out.returncode != 0
+    assert "missing" in out.stdout + out.stderr
+
+
+def test_bad_arguments_are_refused(cluster_process) -> None:
+    c = cluster_process(brokers=1)
+    out = staticmq("admin", "updateTopic", "-n", c.namesrv, "-t", "t")
+    assert out.returncode != 0 and "-c CLUSTER or -b" in out.stderr
+    out = staticmq("pull", "-n", c.namesrv, "-t", "t", "--from", "yesterday")
+    assert out.returncode != 0

@@ -1,0 +1,27 @@
+"""Topic and group names: everything that could escape a data directory is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from staticmq_spark.errors import InvalidArgumentError, InvalidTopicNameError
+from staticmq_spark.protocol.names import retry_topic, validate_group, validate_topic
+
+
+@pytest.mark.parametrize("name", ["", "../etc", "a/b", "a.b", "x" * 128, "sp ace", "tab\t", "%RETRY%g_t", "rmq_sys_x"])
+def test_bad_topic_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidTopicNameError):
+        validate_topic(name)
+
+
+def test_system_topics_are_allowed_internally() -> None:
+    assert validate_topic(retry_topic("g", "t"), allow_system=True) == "%RETRY%g_t"
+
+
+def test_good_names_pass() -> None:
+    assert validate_topic("orders_v2-eu|x") == "orders_v2-eu|x"
+
+
+def test_bad_group_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError):
+        validate_group("a/b")
