@@ -1,0 +1,55 @@
+"""The pure static-topic math shared by broker, admin and the Spark driver: mapping items and
+their JSON form, the mapping rules, planning of creates and remaps, the global consistency
+check, and resolution of logic offset ranges to physical segments."""
+
+from staticmq_spark.mapping.consistency import ConsistencyReport, check_consistency
+from staticmq_spark.mapping.items import UNDECIDED, Chain, MappingItem, TopicQueueMapping
+from staticmq_spark.mapping.planning import (
+    copies_for,
+    drop_expired,
+    leaders_of,
+    new_items,
+    plan_allocation,
+    plan_remap,
+)
+from staticmq_spark.mapping.rules import (
+    check_transition,
+    first_decided,
+    leader,
+    locate,
+    next_decided,
+    next_epoch,
+    second_leader,
+    settle_logic_offset,
+    validate_chain,
+    validate_mapping,
+)
+from staticmq_spark.mapping.segments import ResolvedRanges, Segment, SegmentTable
+
+__all__ = [
+    "UNDECIDED",
+    "Chain",
+    "ConsistencyReport",
+    "MappingItem",
+    "ResolvedRanges",
+    "Segment",
+    "SegmentTable",
+    "TopicQueueMapping",
+    "check_consistency",
+    "check_transition",
+    "copies_for",
+    "drop_expired",
+    "first_decided",
+    "leader",
+    "leaders_of",
+    "locate",
+    "new_items",
+    "next_decided",
+    "next_epoch",
+    "plan_allocation",
+    "plan_remap",
+    "second_leader",
+    "settle_logic_offset",
+    "validate_chain",
+    "validate_mapping",
+]

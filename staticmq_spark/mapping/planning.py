@@ -1,0 +1,146 @@
+"""Planning static-topic changes: where new logic queues go, which ones a remap moves, the items
+they get, and the copy of the mapping each broker stores (leader completeness).
+
+Allocation: existing logic queues never move; each new one goes to the least-loaded target
+broker (ties: the order targets are given in), so counts differ by at most one.
+Remap: every target gets a quota (total / targets, the remainder going to the brokers that lead
+most now, so fewer queues move); a logic queue stays while its broker is a target with room;
+the others move to targets with room, least loaded first. A broker therefore only maps queues
+in or only maps them out in one remap, never both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from staticmq_spark.errors import InvalidArgumentError
+from staticmq_spark.mapping.items import UNDECIDED, Chain, MappingItem, TopicQueueMapping
+
+
+def _check_targets(targets: Sequence[str]) -> None:
+    if not targets:
+        raise InvalidArgumentError("no target broker given")
+    if len(set(targets)) != len(targets):
+        raise InvalidArgumentError(f"target brokers repeat: {list(targets)}")
+
+
+def plan_allocation(total_queues: int, targets: Sequence[str], leaders: Mapping[int, str]) -> dict[int, str]:
+    """Brokers for the logic queues that do not exist yet (existing ones stay)."""
+    _check_targets(targets)
+    if total_queues < len(leaders) or any(q >= total_queues for q in leaders):
+        raise InvalidArgumentError(
+            f"totalQueues cannot shrink: the topic has {len(leaders)} logic queues, asked for {total_queues}"
+        )
+    rank = {t: i for i, t in enumerate(targets)}
+    counts = dict.fromkeys(targets, 0)
+    for broker in leaders.values():
+        if broker in counts:
+            counts[broker] += 1
+    placed: dict[int, str] = {}
+    for q in range(total_queues):
+        if q in leaders:
+            continue
+        broker = min(targets, key=lambda t: (counts[t], rank[t]))
+        placed[q] = broker
+        counts[broker] += 1
+    return placed
+
+
+def plan_remap(total_queues: int, targets: Sequence[str], leaders: Mapping[int, str]) -> dict[int, str]:
+    """Logic queue -> new broker for every logic queue that must move."""
+    _check_targets(targets)
+    rank = {t: i for i, t in enumerate(targets)}
+    now = dict.fromkeys(targets, 0)
+    for broker in leaders.values():
+        if broker in now:
+            now[broker] += 1
+    base, extra = divmod(total_queues, len(targets))
+    by_load = sorted(targets, key=lambda t: (-now[t], rank[t]))
+    quota = {t: base + (1 if i < extra else 0) for i, t in enumerate(by_load)}
+    kept = dict.fromkeys(targets, 0)
+    movers = []
+    for q in sorted(leaders):
+        broker = leaders[q]
+        if broker in quota and kept[broker] < quota[broker]:
+            kept[broker] += 1
+        else:
+            movers.append(q)
+    moves: dict[int, str] = {}
+    for q in movers:
+        room = [t for t in targets if kept[t] < quota[t]]
+        broker = min(room, key=lambda t: (kept[t], rank[t]))
+        moves[q] = broker
+        kept[broker] += 1
+    return moves
+
+
+def new_items(
+    placements: Mapping[int, str],
+    next_queue_ids: Mapping[str, int],
+    *,
+    gens: Mapping[int, int],
+    logic_offset: int,
+    now_ms: int,
+) -> dict[int, MappingItem]:
+    """One item per placed logic queue, each on a fresh physical queue of its broker (a physical
+    queue is never reused: each broker hands out its next queue id)."""
+    next_ids = dict(next_queue_ids)
+    items = {}
+    for q in sorted(placements):
+        broker = placements[q]
+        queue_id = next_ids.get(broker, 0)
+        next_ids[broker] = queue_id + 1
+        items[q] = MappingItem(
+            queue=queue_id,
+            bname=broker,
+            gen=gens.get(q, 0),
+            logic_offset=logic_offset,
+            start_offset=0,
+            time_of_start=now_ms,
+            update_time=now_ms,
+        )
+    return items
+
+
+def moved_item_gens(chains: Mapping[int, Chain], moves: Mapping[int, str]) -> dict[int, int]:
+    return {q: chains[q][-1].gen + 1 for q in moves}
+
+
+def leaders_of(chains: Mapping[int, Chain]) -> dict[int, str]:
+    return {q: chain[-1].bname for q, chain in chains.items()}
+
+
+def copies_for(
+    topic: str, epoch: int, total_queues: int, chains: Mapping[int, Chain], brokers: Iterable[str]
+) -> dict[str, TopicQueueMapping]:
+    """The mapping each broker stores: the full chain of every logic queue it leads or second-
+    leads (copies older than two gens are dropped); brokers hosting none still get one, with
+    epoch and totalQueues, so that a lost broker is detectable."""
+    out = {}
+    for broker in brokers:
+        hosted = {
+            q: tuple(chain)
+            for q, chain in chains.items()
+            if chain[-1].bname == broker or (len(chain) > 1 and chain[-2].bname == broker)
+        }
+        out[broker] = TopicQueueMapping(
+            topic=topic, bname=broker, epoch=epoch, total_queues=total_queues, hosted=hosted
+        )
+    return out
+
+
+def drop_expired(chain: Chain, physical_min: Mapping[tuple[str, int], int]) -> Chain:
+    """Remove leading items whose physical data retention has deleted entirely (never the
+    leader, never an item whose end is still open)."""
+    keep_from = 0
+    for i, item in enumerate(chain[:-1]):
+        low = physical_min.get((item.bname, item.queue))
+        if item.end_offset >= 0 and low is not None and low >= item.end_offset:
+            keep_from = i + 1
+        else:
+            break
+    return chain[keep_from:]
+
+
+def is_undecided(chain: Chain) -> bool:
+    return chain[-1].logic_offset == UNDECIDED
