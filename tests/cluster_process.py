@@ -16,9 +16,18 @@ class ClusterProcess:
         self.data_dir = data_dir
         self.ready_file = data_dir.parent / f"{data_dir.name}.ready.json"
         args = [
-            sys.executable, "-m", "staticmq_spark.cli", "cluster",
-            "--brokers", str(brokers), "--data-dir", str(data_dir),
-            "--namesrv-port", "0", "--ready-file", str(self.ready_file),
+            sys.executable,
+            "-m",
+            "staticmq_spark.cli",
+            "cluster",
+            "--brokers",
+            str(brokers),
+            "--data-dir",
+            str(data_dir),
+            "--namesrv-port",
+            "0",
+            "--ready-file",
+            str(self.ready_file),
         ]
         for key, value in (settings or {}).items():
             args += ["--set", f"{key}={value}"]

@@ -87,8 +87,10 @@ def test_long_poll_gives_up_after_its_wait(cluster_process, unique_topic) -> Non
 
 def test_retention_moves_min_offset_and_old_offsets_are_offset_moved(cluster_process, unique_topic) -> None:
     settings = {
-        "segment_bytes": 256 * 1024, "max_batch_bytes": 128 * 1024,
-        "retention_bytes": 512 * 1024, "retention_check_interval_ms": 100,
+        "segment_bytes": 256 * 1024,
+        "max_batch_bytes": 128 * 1024,
+        "retention_bytes": 512 * 1024,
+        "retention_check_interval_ms": 100,
     }
     c = cluster_process(brokers=1, settings=settings)
     topic = unique_topic()
@@ -121,7 +123,9 @@ def test_offset_for_timestamp(cluster_process, unique_topic) -> None:
         assert consumer.offset_for_timestamp(topic, 0, 0) == 0
 
 
-def test_restart_on_the_same_data_dir_recovers_messages_topics_and_offsets(cluster_process, unique_topic, tmp_path: Path) -> None:
+def test_restart_on_the_same_data_dir_recovers_messages_topics_and_offsets(
+    cluster_process, unique_topic, tmp_path: Path
+) -> None:
     data_dir = tmp_path / "persist"
     c = cluster_process(brokers=2, data_dir=data_dir)
     topic = unique_topic()
@@ -216,9 +220,23 @@ def test_data_dir_of_another_broker_is_refused(local_cluster, tmp_path: Path) ->
 
     c = local_cluster(brokers=1)
     proc = subprocess.run(
-        [sys.executable, "-m", "staticmq_spark.cli", "broker", "--name", "impostor", "--namesrv", c.namesrv,
-         "--data-dir", str(c.data_dir / "broker-0"), "--port", "0"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "staticmq_spark.cli",
+            "broker",
+            "--name",
+            "impostor",
+            "--namesrv",
+            c.namesrv,
+            "--data-dir",
+            str(c.data_dir / "broker-0"),
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode != 0
     assert "belongs to broker 'broker-0'" in proc.stderr

@@ -12,8 +12,14 @@ from staticmq_spark.protocol.codec import encode_messages
 def _record(attrs: bytes = b"") -> bytes:
     packed = encode_messages([b"one", b"two"])
     parts = encode_record(
-        topic="t1", queue_id=3, base_offset=10, store_timestamp=123, topic_uid=9, attrs=attrs,
-        sizes=packed.sizes, data=packed.data,
+        topic="t1",
+        queue_id=3,
+        base_offset=10,
+        store_timestamp=123,
+        topic_uid=9,
+        attrs=attrs,
+        sizes=packed.sizes,
+        data=packed.data,
     )
     return b"".join(parts)
 
@@ -46,8 +52,14 @@ def test_zeroed_space_is_not_a_record() -> None:
 def test_sizes_that_do_not_fill_the_record_are_refused() -> None:
     packed = encode_messages([b"one"])
     parts = encode_record(
-        topic="t", queue_id=0, base_offset=0, store_timestamp=1, topic_uid=1, attrs=b"",
-        sizes=np.array([packed.sizes[0] + 1], np.int32), data=packed.data,
+        topic="t",
+        queue_id=0,
+        base_offset=0,
+        store_timestamp=1,
+        topic_uid=1,
+        attrs=b"",
+        sizes=np.array([packed.sizes[0] + 1], np.int32),
+        data=packed.data,
     )
     with pytest.raises(RecordError):
         parse_record(b"".join(parts))

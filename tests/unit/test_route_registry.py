@@ -23,7 +23,9 @@ def register(reg: RouteRegistry, name: str, topics: list[str]) -> None:
             name=name,
             cluster="C",
             addr=f"127.0.0.1:{hash(name) % 1000 + 1000}",
-            topics=[pb.TopicRouteEntry(config=pb.TopicConfig(name=t, read_queues=2, write_queues=2, perm=6)) for t in topics],
+            topics=[
+                pb.TopicRouteEntry(config=pb.TopicConfig(name=t, read_queues=2, write_queues=2, perm=6)) for t in topics
+            ],
         )
     )
 
