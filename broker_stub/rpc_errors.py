@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 import grpc
 
 from staticmq_spark.errors import InternalError, StaticMQError
+from staticmq_spark.protocol.grpc_errors import CODE_KEY
 
 log = logging.getLogger(__name__)
 
-CODE_KEY = "smq-code"
 F = TypeVar("F", bound=Callable[..., Any])
 
 

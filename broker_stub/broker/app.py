@@ -4,6 +4,7 @@ Data directory layout:
     broker.json                    which broker owns the directory
     config/topics.json             topic configs
     config/consumer_offsets.json   committed group offsets
+    config/mappings/<topic>.json   TopicQueueMapping copies (static topics), apart from topic configs
     store/commitlog/, store/consumequeue/, store/checkpoint.json
 """
 
@@ -15,11 +16,15 @@ import time
 
 from broker_stub.broker.long_poll import ArrivalNotifier
 from broker_stub.broker.message_service import MessageService
+from broker_stub.broker.peers import Peers
 from broker_stub.broker.registration import Registration
+from broker_stub.broker.segment_access import SegmentAccess
+from broker_stub.broker.static_topic_service import StaticTopicService
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.config import BrokerConfig
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.identity import claim_data_dir
+from broker_stub.store.mapping_files import MappingFiles
 from broker_stub.store.message_store import MessageStore
 from broker_stub.store.topic_configs import TopicConfigs
 from staticmq_spark.protocol.names import validate_broker_name
@@ -42,6 +47,12 @@ class BrokerApp:
         self.store = MessageStore(config.data_dir / "store", config.store, on_arrival=self.notifier.notify)
         self.topics = TopicService(self.topic_configs, self.store, self.offsets)
         self.messages = MessageService(config, self.topics, self.store, self.notifier)
+        self.mapping_files = MappingFiles(config.data_dir / "config" / "mappings", config.name)
+        self.peers = Peers(config.namesrv)
+        access = SegmentAccess(config.name, self.messages, self.store, self.offsets, self.peers)
+        self.static = StaticTopicService(
+            config.name, self.mapping_files, self.topic_configs, self.store, self.offsets, self.messages, access
+        )
         self._registration: Registration | None = None
         self._stop = threading.Event()
         self._offsets_thread = threading.Thread(target=self._persist_offsets, name="offsets", daemon=True)
@@ -49,6 +60,7 @@ class BrokerApp:
     def open(self) -> None:
         """Load configs and recover the store (before serving)."""
         self.topic_configs.load()
+        self.mapping_files.load()
         self.offsets.load()
         started = time.monotonic()
         self.store.open(self.topic_configs.uids())
@@ -69,7 +81,8 @@ class BrokerApp:
             self._registration.trigger()
 
     def register_request(self) -> pb.RegisterBrokerRequest:
-        entries = [pb.TopicRouteEntry(config=cfg.to_pb()) for cfg in self.topic_configs.all()]
+        entries = [pb.TopicRouteEntry(config=cfg.to_pb()) for cfg in self.topic_configs.all() if not cfg.is_static]
+        entries += self.static.route_entries()
         return pb.RegisterBrokerRequest(
             name=self.name,
             cluster=self.config.cluster,
@@ -92,4 +105,5 @@ class BrokerApp:
             self._registration.stop(unregister_name=self.name)
         self.notifier.notify_all()
         self.offsets.persist()
+        self.peers.close()
         self.store.close()

@@ -33,6 +33,7 @@ class SendOutcome:
     physical_base_offset: int
     store_timestamp: int
     duplicate: bool
+    end_pos: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,20 +91,31 @@ class MessageService:
         return self.append_physical(topic, queue_id, batch, idempotency_key)
 
     def append_physical(
-        self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b"", delta: int | None = 0
+        self,
+        topic: str,
+        queue_id: int,
+        batch: PackedBatch,
+        idempotency_key: bytes = b"",
+        delta: int | None = 0,
+        *,
+        durable: bool = True,
     ) -> SendOutcome:
         """Validate and store a batch in a physical queue. `delta` converts the answer to logic
         space (None: the logic offset is not decided yet, the answer says -1)."""
         validate_batch(batch, self._config.store.max_message_bytes)
-        result = self._store.append(topic, queue_id, batch, idempotency_key)
+        result = self._store.append(topic, queue_id, batch, idempotency_key, durable=durable)
         logic = -1 if delta is None else result.base_offset + delta
-        return SendOutcome(queue_id, logic, result.count, result.base_offset, result.store_timestamp, result.duplicate)
+        return SendOutcome(
+            queue_id, logic, result.count, result.base_offset, result.store_timestamp, result.duplicate, result.end_pos
+        )
 
     # ------------------------------------------------------------------ pull
 
     def pull(self, query: PullQuery) -> PullOutcome:
+        """Pull a plain topic's queue, or (query.physical) one physical queue of a static topic."""
         cfg = self._topics.require(query.topic)
-        self._plain_only(cfg)
+        if not query.physical:
+            self._plain_only(cfg)
         if not cfg.readable:
             raise InvalidArgumentError(f"topic {query.topic!r} is not readable on this broker (perm {cfg.perm})")
         _check_queue(cfg, query.queue_id, cfg.read_queues, "read")
@@ -143,9 +155,10 @@ class MessageService:
         lo, hi = self._store.offsets(topic, queue_id)
         return QueueOffsetInfo(queue_id, lo, hi, self._store.last_store_timestamp(topic, queue_id))
 
-    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+    def search_offset(self, topic: str, queue_id: int, timestamp: int, physical: bool = False) -> int:
         cfg = self._topics.require(topic)
-        self._plain_only(cfg)
+        if not physical:
+            self._plain_only(cfg)
         _check_queue(cfg, queue_id, cfg.read_queues, "read")
         return self._store.offset_for_timestamp(topic, queue_id, timestamp)
 

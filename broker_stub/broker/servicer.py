@@ -7,7 +7,8 @@ import grpc
 from broker_stub.broker.app import BrokerApp
 from broker_stub.broker.message_service import PullOutcome, PullQuery
 from broker_stub.rpc_errors import rpc_method
-from staticmq_spark.errors import InvalidArgumentError
+from staticmq_spark.errors import InvalidArgumentError, StaticTopicRefusedError
+from staticmq_spark.mapping import TopicQueueMapping
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
@@ -27,7 +28,14 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         key = request.idempotency_key.encode()
         if len(key) > MAX_IDEMPOTENCY_KEY:
             raise InvalidArgumentError(f"idempotency key is {len(key)} bytes; at most {MAX_IDEMPOTENCY_KEY}")
-        out = self.app.messages.send(request.topic, request.queue_id, batch, key)
+        if self.app.static.is_static(request.topic):
+            if request.physical:
+                raise StaticTopicRefusedError(
+                    f"topic {request.topic!r} is static: sends address logic queues, never physical queues"
+                )
+            out = self.app.static.send(request.topic, request.queue_id, batch, key)
+        else:
+            out = self.app.messages.send(request.topic, request.queue_id, batch, key)
         return pb.SendResponse(
             queue_id=out.queue_id,
             base_offset=out.base_offset,
@@ -50,11 +58,24 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             group=request.group,
             physical=request.physical,
         )
+        if self.app.static.is_static(request.topic) and not request.physical:
+            out = self.app.static.pull(
+                request.topic,
+                request.queue_id,
+                request.offset,
+                request.max_messages,
+                request.max_bytes,
+                request.wait_ms,
+            )
+            return encode_pull(out)
         return encode_pull(self.app.messages.pull(query))
 
     @rpc_method
     def GetTopicOffsets(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.TopicOffsetsResponse:
-        infos = self.app.messages.topic_offsets(request.topic)
+        if self.app.static.is_static(request.topic):
+            infos = self.app.static.logic_offsets(request.topic)
+        else:
+            infos = self.app.messages.topic_offsets(request.topic)
         return pb.TopicOffsetsResponse(
             queues=[
                 pb.QueueOffsets(
@@ -69,7 +90,12 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @rpc_method
     def SearchOffset(self, request: pb.SearchOffsetRequest, context: grpc.ServicerContext) -> pb.OffsetResponse:
-        offset = self.app.messages.search_offset(request.topic, request.queue_id, request.timestamp)
+        if self.app.static.is_static(request.topic) and not request.physical:
+            offset = self.app.static.search(request.topic, request.queue_id, request.timestamp)
+        else:
+            offset = self.app.messages.search_offset(
+                request.topic, request.queue_id, request.timestamp, physical=request.physical
+            )
         return pb.OffsetResponse(offset=offset)
 
     @rpc_method
@@ -78,13 +104,19 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         self.app.topics.require(request.topic)
         if request.offset < 0:
             raise InvalidArgumentError(f"committed offset must be >= 0, got {request.offset}")
-        self.app.offsets.commit(request.group, request.topic, request.queue_id, request.offset)
+        if self.app.static.is_static(request.topic) and not request.physical:
+            self.app.static.commit_offset(request.group, request.topic, request.queue_id, request.offset)
+        else:
+            self.app.offsets.commit(request.group, request.topic, request.queue_id, request.offset)
         return pb.Empty()
 
     @rpc_method
     def QueryOffset(self, request: pb.QueryOffsetRequest, context: grpc.ServicerContext) -> pb.QueryOffsetResponse:
         validate_group(request.group)
-        offset = self.app.offsets.query(request.group, request.topic, request.queue_id)
+        if self.app.static.is_static(request.topic) and not request.physical:
+            offset = self.app.static.query_offset(request.group, request.topic, request.queue_id)
+        else:
+            offset = self.app.offsets.query(request.group, request.topic, request.queue_id)
         return pb.QueryOffsetResponse(found=offset is not None, offset=offset if offset is not None else -1)
 
     @rpc_method
@@ -120,6 +152,49 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     @rpc_method
     def GetTopicConfigs(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.TopicConfigList:
         return pb.TopicConfigList(topics=[c.to_pb() for c in self.app.topic_configs.all()])
+
+    @rpc_method
+    def GetQueueOffsets(self, request: pb.QueueRef, context: grpc.ServicerContext) -> pb.QueueOffsets:
+        self.app.topics.require(request.topic)
+        info = self.app.messages.physical_offsets(request.topic, request.queue_id)
+        return pb.QueueOffsets(
+            queue_id=info.queue_id,
+            min_offset=info.min_offset,
+            max_offset=info.max_offset,
+            last_store_timestamp=info.last_store_timestamp,
+        )
+
+    @rpc_method
+    def GetStaticTopicState(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.StaticTopicState:
+        state = self.app.static.state(request.topic)
+        return pb.StaticTopicState(
+            has_mapping=state.mapping is not None,
+            mapping_json=state.mapping.to_json() if state.mapping is not None else "",
+            foreign_bname=state.foreign_bname,
+            has_config=state.config is not None,
+            config=state.config.to_pb() if state.config is not None else None,
+            physical_queues=[
+                pb.QueueOffsets(
+                    queue_id=i.queue_id,
+                    min_offset=i.min_offset,
+                    max_offset=i.max_offset,
+                    last_store_timestamp=i.last_store_timestamp,
+                )
+                for i in state.physical
+            ],
+        )
+
+    @rpc_method
+    def WriteMapping(self, request: pb.WriteMappingRequest, context: grpc.ServicerContext) -> pb.Empty:
+        self.app.static.write_mapping(TopicQueueMapping.from_json(request.mapping_json))
+        self.app.topics_changed()
+        return pb.Empty()
+
+    @rpc_method
+    def DeleteStaticTopic(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.Empty:
+        self.app.static.delete(request.topic)
+        self.app.topics_changed()
+        return pb.Empty()
 
     @rpc_method
     def Ping(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.BrokerInfo:

@@ -52,6 +52,7 @@ class AppendResult:
     count: int
     store_timestamp: int
     duplicate: bool = False
+    end_pos: int = 0  # commit-log position after the record: durable once flushed past it
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +204,11 @@ class MessageStore:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b"") -> AppendResult:
-        """Append one batch to a physical queue; durable on return when flush=sync."""
+    def append(
+        self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b"", *, durable: bool = True
+    ) -> AppendResult:
+        """Append one batch to a physical queue. With flush=sync it is durable on return, unless
+        `durable=False`: then the caller must call wait_durable(result.end_pos) itself."""
         uid = self._uids.get(topic)
         if uid is None:
             raise InvalidBatchError(f"topic {topic!r} is not registered with the store")
@@ -237,11 +241,16 @@ class MessageStore:
             end = self._log.written_pos
             if idempotency_key:
                 self._idempotency.add(idempotency_key, StoredBatch(topic, queue_id, base, batch.count, now))
-        if self.config.flush == "sync":
-            self._group_commit.wait(end)
+        if durable:
+            self.wait_durable(end)
         if self._on_arrival is not None:
             self._on_arrival(topic, queue_id)
-        return AppendResult(base, batch.count, now)
+        return AppendResult(base, batch.count, now, end_pos=end)
+
+    def wait_durable(self, end_pos: int) -> None:
+        """With flush=sync: return once the commit log is fsynced up to `end_pos`."""
+        if self.config.flush == "sync":
+            self._group_commit.wait(end_pos)
 
     @staticmethod
     def _duplicate(seen: StoredBatch, topic: str, queue_id: int, batch: PackedBatch) -> AppendResult:

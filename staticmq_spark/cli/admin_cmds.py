@@ -159,8 +159,11 @@ def topic_route(admin: Admin, args: argparse.Namespace) -> int:
     return 0
 
 
-@command("topicStatus", "min/max offsets and last update of every queue", _topic_json_args)
+@command("topicStatus", "min/max offsets and last update of every queue (logic queues and segments)", _topic_json_args)
 def topic_status(admin: Admin, args: argparse.Namespace) -> int:
+    report, states = admin.static.status(args.topic)
+    if report.exists:
+        return _static_status(args, report, states)
     rows = admin.topic_status(args.topic)
     as_json = [asdict(r) for r in rows]
     lines = [f"{'broker':<16}{'queue':>6}{'min':>14}{'max':>14}  last update"]
@@ -200,4 +203,87 @@ def consumer_progress(admin: Admin, args: argparse.Namespace) -> int:
     emit(args, {"group": args.group, "queues": as_json, "totalLag": sum(r.lag for r in rows)}, lines)
     if not rows:
         print(f"group {args.group} has no committed offsets", file=sys.stderr)
+    return 0
+
+
+def _static_status(args: argparse.Namespace, report: Any, states: Any) -> int:
+    from staticmq_spark.client.static_admin import logic_bounds, segment_rows
+
+    queues: list[dict[str, Any]] = []
+    lines = [
+        f"static topic {args.topic}: {report.total_queues} logic queues, epoch {report.epoch}, "
+        + ("consistent" if report.ok else "INCONSISTENT: " + report.describe()),
+        f"{'queue':>6}  {'leader':<14}{'gen':>4}{'min':>14}{'max':>14}  last update   segments",
+    ]
+    for q in range(report.total_queues):
+        chain = report.chains.get(q)
+        if chain is None:
+            lines.append(f"{q:>6}  (no live leader)")
+            queues.append({"queueId": q, "leader": None})
+            continue
+        low, high, last = logic_bounds(chain, states)
+        segs = segment_rows(chain, states)
+        queues.append(
+            {
+                "queueId": q,
+                "leader": chain[-1].bname,
+                "gen": chain[-1].gen,
+                "minOffset": low,
+                "maxOffset": high,
+                "lastUpdate": last,
+                "segments": segs,
+            }
+        )
+        desc = " | ".join(
+            f"{s['bname']}/{s['queue']} gen{s['gen']} @{s['logicOffset']} [{s['physicalMin']},{s['physicalMax']})"
+            for s in segs
+        )
+        lines.append(f"{q:>6}  {chain[-1].bname:<14}{chain[-1].gen:>4}{low:>14}{high:>14}  {last:<13} {desc}")
+    as_json = {
+        "topic": args.topic,
+        "static": True,
+        "epoch": report.epoch,
+        "totalQueues": report.total_queues,
+        "consistent": report.ok,
+        "problems": report.problems,
+        "queues": queues,
+    }
+    emit(args, as_json, lines)
+    return 0
+
+
+def _static_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-qn", "--total-queues", dest="total_queues", type=int, required=True, help="number of logic queues")
+    add_targets(p)
+
+
+def _print_result(result: Any) -> None:
+    print(f"{result.topic}: {result.message} (epoch {result.epoch}, {result.total_queues} logic queues)")
+    for q, broker in sorted(result.created.items()):
+        print(f"  logic queue {q} -> {broker}")
+    for q, (old, new) in sorted(result.moved.items()):
+        print(f"  logic queue {q}: {old} -> {new}")
+
+
+@command("updateStaticTopic", "create a static topic or grow its logic queues", _static_args)
+def update_static_topic(admin: Admin, args: argparse.Namespace) -> int:
+    _print_result(admin.update_static_topic(args.topic, args.total_queues, **targets(args)))
+    return 0
+
+
+def _remap_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True)
+    add_targets(p)
+
+
+@command("remappingStaticTopic", "move a static topic's logic queues onto the target brokers", _remap_args)
+def remapping_static_topic(admin: Admin, args: argparse.Namespace) -> int:
+    _print_result(admin.remapping_static_topic(args.topic, **targets(args)))
+    return 0
+
+
+@command("repairStaticTopic", "complete a half-finished static-topic operation", _topic_arg)
+def repair_static_topic(admin: Admin, args: argparse.Namespace) -> int:
+    _print_result(admin.repair_static_topic(args.topic))
     return 0

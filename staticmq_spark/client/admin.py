@@ -4,13 +4,22 @@ answers here (admin-side adaptation): brokers never fan out to each other for an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from staticmq_spark.client.route import RouteCache, TopicRouteView
 from staticmq_spark.client.rpc import Channels, invoke
-from staticmq_spark.errors import BrokerNotFoundError, InvalidArgumentError, TopicNotFoundError
+from staticmq_spark.errors import (
+    BrokerNotFoundError,
+    InvalidArgumentError,
+    StaticTopicRefusedError,
+    TopicNotFoundError,
+)
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
+
+if TYPE_CHECKING:
+    from staticmq_spark.client.static_admin import OperationResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +60,9 @@ class Admin:
         self.channels = channels or Channels()
         self.routes = RouteCache(namesrv, self.channels, ttl_s=0.0)
         self.timeout_s = timeout_s
+        from staticmq_spark.client.static_admin import StaticTopicAdmin
+
+        self.static = StaticTopicAdmin(self)
 
     # ------------------------------------------------------------------ cluster
 
@@ -97,7 +109,13 @@ class Admin:
         perm: int = PERM_READ_WRITE,
         order: str = "",
     ) -> dict[str, TopicConfig]:
-        """Create or update a dynamic topic on the named brokers."""
+        """Create or update a dynamic topic on the named brokers (refused for a static topic)."""
+        statics = sorted(n for n, (_, cfg) in self.brokers_with_topic(topic).items() if cfg.is_static)
+        if statics:
+            raise StaticTopicRefusedError(
+                f"topic {topic!r} is a static topic (on {statics}): updateTopic is refused; "
+                "use updateStaticTopic or remappingStaticTopic"
+            )
         wanted = TopicConfig(topic, read_queues, write_queues, perm, order=order).to_pb()
         out = {}
         for name, addr in self.target_brokers(cluster=cluster, brokers=brokers).items():
@@ -119,7 +137,11 @@ class Admin:
         return found
 
     def delete_topic(self, topic: str) -> list[str]:
-        """Delete a dynamic topic from every live broker that has it."""
+        """Delete a topic from every live broker that has it; a static topic's mappings too."""
+        from staticmq_spark.client.static_admin import is_static_anywhere
+
+        if is_static_anywhere(self.static.gather(topic)):
+            return self.static.delete(topic)
         holders = self.brokers_with_topic(topic)
         if not holders:
             raise TopicNotFoundError(f"no live broker has topic {topic!r}")
@@ -140,6 +162,24 @@ class Admin:
                 QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_store_timestamp) for q in resp.queues
             )
         return out
+
+    # ------------------------------------------------------------------ static topics
+
+    def update_static_topic(
+        self, topic: str, total_queues: int, *, cluster: str | None = None, brokers: list[str] | None = None
+    ) -> OperationResult:
+        """Create a static topic of `total_queues` logic queues, or grow it (never shrink)."""
+        return self.static.update(topic, total_queues, cluster=cluster, brokers=brokers)
+
+    def remapping_static_topic(
+        self, topic: str, *, cluster: str | None = None, brokers: list[str] | None = None
+    ) -> OperationResult:
+        """Move logic queue leaders so that they are spread over the target brokers."""
+        return self.static.remap(topic, cluster=cluster, brokers=brokers)
+
+    def repair_static_topic(self, topic: str) -> OperationResult:
+        """Bring a half-finished static-topic operation to a consistent state."""
+        return self.static.repair(topic)
 
     # ------------------------------------------------------------------ consumers
 

@@ -8,16 +8,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from staticmq_spark.errors import (
-    BrokerUnavailableError,
-    InvalidArgumentError,
-    NotFoundError,
-    StaticMQError,
-    error_for_code,
-)
+from staticmq_spark.protocol.grpc_errors import translate
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 
-CODE_KEY = "smq-code"
 MAX_MESSAGE_BYTES = 64 << 20
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -27,28 +20,6 @@ CHANNEL_OPTIONS = [
 ]
 
 T = TypeVar("T")
-
-
-def translate(exc: grpc.RpcError, target: str) -> StaticMQError:
-    """The staticmq error a failed call stands for."""
-    call: Any = exc
-    details = call.details() if hasattr(call, "details") else str(exc)
-    code_name = ""
-    for key, value in (call.trailing_metadata() or ()) if hasattr(call, "trailing_metadata") else ():
-        if key == CODE_KEY:
-            code_name = value
-    if code_name:
-        return error_for_code(code_name)(details or code_name)
-    status = call.code() if hasattr(call, "code") else None
-    if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
-        return BrokerUnavailableError(f"{target} is unavailable ({status.name}): {details}")
-    if status == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return InvalidArgumentError(f"request to {target} is too large: {details}")
-    if status == grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidArgumentError(details)
-    if status == grpc.StatusCode.NOT_FOUND:
-        return NotFoundError(details)
-    return StaticMQError(f"{target}: {status.name if status else 'error'}: {details}")
 
 
 def invoke(target: str, method: Callable[..., T], request: Any, timeout: float) -> T:

@@ -10,7 +10,7 @@ The best chain per logic queue (newest leader gen) is what repair completes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from staticmq_spark.mapping.items import Chain, TopicQueueMapping
@@ -34,9 +34,13 @@ class ConsistencyReport:
         return "; ".join(self.problems)
 
 
-def check_consistency(topic: str, copies: Mapping[str, TopicQueueMapping | None]) -> ConsistencyReport:
-    """`copies`: every live broker of the cluster -> its copy (None when it holds none)."""
+def check_consistency(
+    topic: str, copies: Mapping[str, TopicQueueMapping | None], live: Iterable[str] | None = None
+) -> ConsistencyReport:
+    """`copies`: every broker that should hold a copy -> its copy (None when it holds none);
+    `live`: every live broker (default: the keys of `copies`), for the alive checks."""
     report = ConsistencyReport(topic)
+    alive = set(copies) | set(live or ())
     present = {b: m for b, m in copies.items() if m is not None}
     if not present:
         report.exists = False
@@ -55,7 +59,7 @@ def check_consistency(topic: str, copies: Mapping[str, TopicQueueMapping | None]
     if lacking:
         report.problems.append(f"broker(s) {lacking} hold no copy of the mapping")
     for q in range(report.total_queues):
-        _check_queue(report, q, present, copies)
+        _check_queue(report, q, present, alive)
     return report
 
 
@@ -63,7 +67,7 @@ def _check_queue(
     report: ConsistencyReport,
     q: int,
     present: Mapping[str, TopicQueueMapping],
-    live: Mapping[str, TopicQueueMapping | None],
+    live: set[str],
 ) -> None:
     candidates = [(b, m.hosted[q]) for b, m in sorted(present.items()) if m.hosted.get(q)]
     if not candidates:

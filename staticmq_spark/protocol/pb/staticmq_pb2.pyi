@@ -657,6 +657,69 @@ class BrokerInfo(_message.Message):
 Global___BrokerInfo: _TypeAlias = BrokerInfo  # noqa: Y015
 
 @_typing.final
+class StaticTopicState(_message.Message):
+    """---------------------------------------------------------------- static topics
+
+    A broker's view of one static topic: its mapping copy, its topic config and the offsets of
+    every local physical queue of the topic (what the admin and the Spark driver plan with).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HAS_MAPPING_FIELD_NUMBER: _builtins.int
+    MAPPING_JSON_FIELD_NUMBER: _builtins.int
+    FOREIGN_BNAME_FIELD_NUMBER: _builtins.int
+    HAS_CONFIG_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    PHYSICAL_QUEUES_FIELD_NUMBER: _builtins.int
+    has_mapping: _builtins.bool
+    mapping_json: _builtins.str
+    """TopicQueueMapping JSON (staticmq_spark.mapping)"""
+    foreign_bname: _builtins.str
+    """a misplaced mapping file naming another broker, ignored"""
+    has_config: _builtins.bool
+    @_builtins.property
+    def config(self) -> Global___TopicConfig: ...
+    @_builtins.property
+    def physical_queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueOffsets]: ...
+    def __init__(
+        self,
+        *,
+        has_mapping: _builtins.bool = ...,
+        mapping_json: _builtins.str = ...,
+        foreign_bname: _builtins.str = ...,
+        has_config: _builtins.bool = ...,
+        config: Global___TopicConfig | None = ...,
+        physical_queues: _abc.Iterable[Global___QueueOffsets] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "foreign_bname", b"foreign_bname", "has_config", b"has_config", "has_mapping", b"has_mapping", "mapping_json", b"mapping_json", "physical_queues", b"physical_queues"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StaticTopicState: _TypeAlias = StaticTopicState  # noqa: Y015
+
+@_typing.final
+class WriteMappingRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAPPING_JSON_FIELD_NUMBER: _builtins.int
+    mapping_json: _builtins.str
+    def __init__(
+        self,
+        *,
+        mapping_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mapping_json", b"mapping_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WriteMappingRequest: _TypeAlias = WriteMappingRequest  # noqa: Y015
+
+@_typing.final
 class LogicQueueLeader(_message.Message):
     """---------------------------------------------------------------- name server
 

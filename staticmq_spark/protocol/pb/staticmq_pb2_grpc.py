@@ -89,6 +89,26 @@ class BrokerStub:
                 request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.SerializeToString,
                 response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.BrokerInfo.FromString,
                 _registered_method=True)
+        self.GetQueueOffsets = channel.unary_unary(
+                '/staticmq.v1.Broker/GetQueueOffsets',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.QueueRef.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.QueueOffsets.FromString,
+                _registered_method=True)
+        self.GetStaticTopicState = channel.unary_unary(
+                '/staticmq.v1.Broker/GetStaticTopicState',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StaticTopicState.FromString,
+                _registered_method=True)
+        self.WriteMapping = channel.unary_unary(
+                '/staticmq.v1.Broker/WriteMapping',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.WriteMappingRequest.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
+                _registered_method=True)
+        self.DeleteStaticTopic = channel.unary_unary(
+                '/staticmq.v1.Broker/DeleteStaticTopic',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -160,6 +180,30 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetQueueOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStaticTopicState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteMapping(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteStaticTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +261,26 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.Ping,
                     request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
                     response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.BrokerInfo.SerializeToString,
+            ),
+            'GetQueueOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueueOffsets,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.QueueRef.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.QueueOffsets.SerializeToString,
+            ),
+            'GetStaticTopicState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStaticTopicState,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StaticTopicState.SerializeToString,
+            ),
+            'WriteMapping': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteMapping,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.WriteMappingRequest.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.SerializeToString,
+            ),
+            'DeleteStaticTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteStaticTopic,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -516,6 +580,114 @@ class Broker:
             '/staticmq.v1.Broker/Ping',
             staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.SerializeToString,
             staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.BrokerInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueueOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/GetQueueOffsets',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.QueueRef.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.QueueOffsets.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStaticTopicState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/GetStaticTopicState',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StaticTopicState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteMapping(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/WriteMapping',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.WriteMappingRequest.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteStaticTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/DeleteStaticTopic',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

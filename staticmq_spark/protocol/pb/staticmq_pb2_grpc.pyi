@@ -47,6 +47,10 @@ class BrokerStub:
     DeleteTopic: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.Empty]
     GetTopicConfigs: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.Empty, _staticmq_pb2.TopicConfigList]
     Ping: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.Empty, _staticmq_pb2.BrokerInfo]
+    GetQueueOffsets: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.QueueRef, _staticmq_pb2.QueueOffsets]
+    GetStaticTopicState: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.StaticTopicState]
+    WriteMapping: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.WriteMappingRequest, _staticmq_pb2.Empty]
+    DeleteStaticTopic: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.Empty]
 
 @_typing.type_check_only
 class BrokerAsyncStub(BrokerStub):
@@ -62,6 +66,10 @@ class BrokerAsyncStub(BrokerStub):
     DeleteTopic: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.Empty]  # type: ignore[assignment]
     GetTopicConfigs: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.Empty, _staticmq_pb2.TopicConfigList]  # type: ignore[assignment]
     Ping: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.Empty, _staticmq_pb2.BrokerInfo]  # type: ignore[assignment]
+    GetQueueOffsets: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.QueueRef, _staticmq_pb2.QueueOffsets]  # type: ignore[assignment]
+    GetStaticTopicState: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.StaticTopicState]  # type: ignore[assignment]
+    WriteMapping: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.WriteMappingRequest, _staticmq_pb2.Empty]  # type: ignore[assignment]
+    DeleteStaticTopic: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.Empty]  # type: ignore[assignment]
 
 class BrokerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -140,6 +148,34 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         request: _staticmq_pb2.Empty,
         context: _ServicerContext,
     ) -> _typing.Union[_staticmq_pb2.BrokerInfo, _abc.Awaitable[_staticmq_pb2.BrokerInfo]]: ...
+
+    @_abc_1.abstractmethod
+    def GetQueueOffsets(
+        self,
+        request: _staticmq_pb2.QueueRef,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.QueueOffsets, _abc.Awaitable[_staticmq_pb2.QueueOffsets]]: ...
+
+    @_abc_1.abstractmethod
+    def GetStaticTopicState(
+        self,
+        request: _staticmq_pb2.TopicName,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.StaticTopicState, _abc.Awaitable[_staticmq_pb2.StaticTopicState]]: ...
+
+    @_abc_1.abstractmethod
+    def WriteMapping(
+        self,
+        request: _staticmq_pb2.WriteMappingRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.Empty, _abc.Awaitable[_staticmq_pb2.Empty]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteStaticTopic(
+        self,
+        request: _staticmq_pb2.TopicName,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.Empty, _abc.Awaitable[_staticmq_pb2.Empty]]: ...
 
 def add_BrokerServicer_to_server(servicer: BrokerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -1,0 +1,94 @@
+"""Other brokers of the cluster, for what a logic queue needs from segments this broker does
+not hold (remote reads, offsets, commits): addresses come from the name server, channels are
+long-lived, failures are staticmq errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import grpc
+
+from staticmq_spark.errors import BrokerUnavailableError
+from staticmq_spark.protocol.grpc_errors import translate
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+
+REFRESH_S = 5.0
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
+T = TypeVar("T")
+
+
+class Peers:
+    def __init__(self, namesrv: str, timeout_s: float = 10.0) -> None:
+        self._namesrv = [a.strip() for a in namesrv.split(";") if a.strip()]
+        self._timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._addrs: dict[str, str] = {}
+        self._fetched = 0.0
+        self._channels: dict[str, grpc.Channel] = {}
+
+    def _stub(self, bname: str) -> pb_grpc.BrokerStub:
+        addr = self._addr(bname)
+        with self._lock:
+            channel = self._channels.get(addr)
+            if channel is None:
+                channel = grpc.insecure_channel(addr, options=CHANNEL_OPTIONS)
+                self._channels[addr] = channel
+        return pb_grpc.BrokerStub(channel)
+
+    def _addr(self, bname: str) -> str:
+        if bname not in self._addrs or time.monotonic() - self._fetched > REFRESH_S:
+            self._refresh()
+        try:
+            return self._addrs[bname]
+        except KeyError:
+            raise BrokerUnavailableError(f"broker {bname!r} is not alive (the name server does not list it)") from None
+
+    def _refresh(self) -> None:
+        for addr in self._namesrv:
+            channel = grpc.insecure_channel(addr)
+            try:
+                info = pb_grpc.NameServerStub(channel).GetClusterInfo(pb.Empty(), timeout=self._timeout_s)
+            except grpc.RpcError:
+                continue
+            finally:
+                channel.close()
+            self._addrs = {b.name: b.addr for b in info.brokers}
+            self._fetched = time.monotonic()
+            return
+
+    def _call(self, bname: str, fn: Callable[[pb_grpc.BrokerStub], T]) -> T:
+        try:
+            return fn(self._stub(bname))
+        except grpc.RpcError as exc:
+            raise translate(exc, f"broker {bname}") from None
+
+    def pull(self, bname: str, request: pb.PullRequest) -> pb.PullResponse:
+        timeout = self._timeout_s + request.wait_ms / 1000
+        return self._call(bname, lambda s: s.Pull(request, timeout=timeout))
+
+    def queue_offsets(self, bname: str, topic: str, queue_id: int) -> pb.QueueOffsets:
+        ref = pb.QueueRef(topic=topic, queue_id=queue_id, physical=True)
+        return self._call(bname, lambda s: s.GetQueueOffsets(ref, timeout=self._timeout_s))
+
+    def search(self, bname: str, topic: str, queue_id: int, timestamp: int) -> int:
+        req = pb.SearchOffsetRequest(topic=topic, queue_id=queue_id, timestamp=timestamp, physical=True)
+        return self._call(bname, lambda s: s.SearchOffset(req, timeout=self._timeout_s)).offset
+
+    def commit(self, bname: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        req = pb.CommitOffsetRequest(group=group, topic=topic, queue_id=queue_id, offset=offset, physical=True)
+        self._call(bname, lambda s: s.CommitOffset(req, timeout=self._timeout_s))
+
+    def query(self, bname: str, group: str, topic: str, queue_id: int) -> int | None:
+        req = pb.QueryOffsetRequest(group=group, topic=topic, queue_id=queue_id, physical=True)
+        resp = self._call(bname, lambda s: s.QueryOffset(req, timeout=self._timeout_s))
+        return resp.offset if resp.found else None
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()

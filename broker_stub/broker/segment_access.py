@@ -1,0 +1,126 @@
+"""Access to one segment's physical queue, wherever it lives: this broker's store, or another
+broker's (remote read). Logic-queue code above it never cares which."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from broker_stub.broker.message_service import MessageService, PullQuery
+from broker_stub.broker.peers import Peers
+from broker_stub.store.consumer_offsets import ConsumerOffsets
+from broker_stub.store.message_store import MessageStore, ReadResult, ReadStatus
+from staticmq_spark.mapping import MappingItem
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+
+BOUNDS_TTL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PhysicalRead:
+    status: ReadStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    base_offset: int = 0
+    data: bytes = b""
+    sizes: bytes = b""
+    store_timestamps: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    min_offset: int
+    max_offset: int
+    last_store_timestamp: int
+
+
+class SegmentAccess:
+    def __init__(
+        self, name: str, messages: MessageService, store: MessageStore, offsets: ConsumerOffsets, peers: Peers
+    ) -> None:
+        self._name = name
+        self._messages = messages
+        self._store = store
+        self._offsets = offsets
+        self._peers = peers
+        self._cache: dict[tuple[str, str, int], tuple[float, Bounds]] = {}
+        self._lock = threading.Lock()
+
+    def local(self, item: MappingItem) -> bool:
+        return item.bname == self._name
+
+    def read(
+        self, topic: str, item: MappingItem, offset: int, max_messages: int, max_bytes: int, wait_ms: int
+    ) -> PhysicalRead:
+        if self.local(item):
+            query = PullQuery(topic, item.queue, offset, max_messages, max_bytes, wait_ms, physical=True)
+            return _from_local(self._messages.read_physical(query))
+        request = pb.PullRequest(
+            topic=topic,
+            queue_id=item.queue,
+            offset=offset,
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            wait_ms=wait_ms,
+            physical=True,
+        )
+        return _from_remote(self._peers.pull(item.bname, request), offset)
+
+    def bounds(self, topic: str, item: MappingItem) -> Bounds:
+        if self.local(item):
+            lo, hi = self._store.offsets(topic, item.queue)
+            return Bounds(lo, hi, self._store.last_store_timestamp(topic, item.queue))
+        key = (item.bname, topic, item.queue)
+        hit = self._cache.get(key)
+        if hit is not None and time.monotonic() - hit[0] < BOUNDS_TTL_S:
+            return hit[1]
+        qo = self._peers.queue_offsets(item.bname, topic, item.queue)
+        bounds = Bounds(qo.min_offset, qo.max_offset, qo.last_store_timestamp)
+        with self._lock:
+            self._cache[key] = (time.monotonic(), bounds)
+        return bounds
+
+    def search(self, topic: str, item: MappingItem, timestamp: int) -> int:
+        if self.local(item):
+            return self._store.offset_for_timestamp(topic, item.queue, timestamp)
+        return self._peers.search(item.bname, topic, item.queue, timestamp)
+
+    def commit(self, group: str, topic: str, item: MappingItem, offset: int) -> None:
+        if self.local(item):
+            self._offsets.commit(group, topic, item.queue, offset)
+        else:
+            self._peers.commit(item.bname, group, topic, item.queue, offset)
+
+    def query(self, group: str, topic: str, item: MappingItem) -> int | None:
+        if self.local(item):
+            return self._offsets.query(group, topic, item.queue)
+        return self._peers.query(item.bname, group, topic, item.queue)
+
+
+def _from_local(r: ReadResult) -> PhysicalRead:
+    sizes = b"" if r.sizes is None else r.sizes.astype("<i4").tobytes()
+    stamps = b"" if r.store_timestamps is None else r.store_timestamps.astype("<i8").tobytes()
+    return PhysicalRead(r.status, r.next_offset, r.min_offset, r.max_offset, r.base_offset, r.data, sizes, stamps)
+
+
+def _from_remote(resp: pb.PullResponse, requested: int) -> PhysicalRead:
+    if resp.status == pb.FOUND:
+        status = ReadStatus.FOUND
+    elif resp.status == pb.NO_NEW_MESSAGE:
+        status = ReadStatus.NO_NEW_MESSAGE
+    elif requested < resp.min_offset:
+        status = ReadStatus.OFFSET_TOO_SMALL
+    else:
+        status = ReadStatus.OFFSET_OVERFLOW
+    return PhysicalRead(
+        status,
+        resp.next_offset,
+        resp.min_offset,
+        resp.max_offset,
+        resp.base_offset,
+        resp.batch.data,
+        resp.batch.sizes,
+        resp.store_timestamps,
+    )
