@@ -77,8 +77,9 @@ class BrokerApp:
         self._registration.start()
 
     def topics_changed(self) -> None:
+        """Tell the name server at once, so a topic is routable when its admin call returns."""
         if self._registration is not None:
-            self._registration.trigger()
+            self._registration.heartbeat_once()
 
     def register_request(self) -> pb.RegisterBrokerRequest:
         entries = [pb.TopicRouteEntry(config=cfg.to_pb()) for cfg in self.topic_configs.all() if not cfg.is_static]

@@ -27,17 +27,14 @@ class Registration:
         self._build = build_request
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._channels = {a: grpc.insecure_channel(a) for a in self._addrs}
+        options = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 2000)]
+        self._channels = {a: grpc.insecure_channel(a, options=options) for a in self._addrs}
         self._thread = threading.Thread(target=self._run, name="namesrv-heartbeat", daemon=True)
         self._failing: set[str] = set()
 
     def start(self) -> None:
         self.heartbeat_once()
         self._thread.start()
-
-    def trigger(self) -> None:
-        """Send a heartbeat now (topics changed)."""
-        self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():

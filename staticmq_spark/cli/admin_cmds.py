@@ -161,9 +161,11 @@ def topic_route(admin: Admin, args: argparse.Namespace) -> int:
 
 @command("topicStatus", "min/max offsets and last update of every queue (logic queues and segments)", _topic_json_args)
 def topic_status(admin: Admin, args: argparse.Namespace) -> int:
-    report, states = admin.static.status(args.topic)
-    if report.exists:
-        return _static_status(args, report, states)
+    from staticmq_spark.client.static_admin import is_static_anywhere
+
+    states = admin.static.gather(args.topic)
+    if is_static_anywhere(states):
+        return _static_status(args, admin.static.check(args.topic, states), states)
     rows = admin.topic_status(args.topic)
     as_json = [asdict(r) for r in rows]
     lines = [f"{'broker':<16}{'queue':>6}{'min':>14}{'max':>14}  last update"]

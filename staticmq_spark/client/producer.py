@@ -254,7 +254,9 @@ class Producer:
             batch=pb.MessageBatch(data=batch.data, sizes=batch.sizes_bytes()),
             idempotency_key=idem_key,
         )
-        resp = invoke(q.broker, self._channels.broker(q.addr).Send, request, self._request_timeout_s)
+        resp = invoke(
+            q.broker, self._channels.broker(q.addr).Send, request, self._request_timeout_s, wait_for_ready=False
+        )
         self.breaker.record_success(q.broker)
         return SendResult(
             topic=topic,

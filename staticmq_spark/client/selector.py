@@ -104,7 +104,7 @@ class ReachabilityDetector:
             watched = dict(self._watched)
         for name, addr in watched.items():
             try:
-                invoke(addr, self._channels.broker(addr).Ping, pb.Empty(), self._timeout_s)
+                invoke(addr, self._channels.broker(addr).Ping, pb.Empty(), self._timeout_s, wait_for_ready=False)
                 if name in self._unreachable:
                     log.info("broker %s is reachable again", name)
                 self._unreachable.discard(name)

@@ -12,6 +12,7 @@ epoch; the mapping is always written before the topic config (inside each broker
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -156,7 +157,17 @@ class StaticTopicAdmin:
 
     # ------------------------------------------------------------------ remap
 
-    def remap(self, topic: str, *, cluster: str | None = None, brokers: list[str] | None = None) -> OperationResult:
+    def remap(
+        self,
+        topic: str,
+        *,
+        cluster: str | None = None,
+        brokers: list[str] | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> OperationResult:
+        """`on_step` is called after each step ("switched", "fenced", "settled", "done"): a hook for
+        progress reports and for fault-injection tests."""
+        step = on_step or (lambda _name: None)
         targets = list(self.admin.target_brokers(cluster=cluster, brokers=brokers))
         states = self.gather(topic)
         report = self.check(topic, states)
@@ -177,11 +188,16 @@ class StaticTopicAdmin:
         map_out = sorted({chains[q][-1].bname for q in moves})
         copies = copies_for(topic, epoch, report.total_queues, pending, states)
         self._write(states, copies, map_in)  # 1. switch to new: new leaders writable, offsets undecided
+        step("switched")
         self._write(states, copies, map_out)  # 2. fence old: no more writes to the old leaders
+        step("fenced")
         settled = self._settle(topic, pending, list(moves), now)  # 3. settle new
         final = self._cleaned(topic, {**chains, **settled}, states)
         copies = copies_for(topic, epoch, report.total_queues, final, states)
-        self._write(states, copies, map_in + [n for n in sorted(states) if n not in map_in])
+        self._write(states, copies, map_in)
+        step("settled")
+        self._write(states, copies, [n for n in sorted(states) if n not in map_in])
+        step("done")
         moved = {q: (chains[q][-1].bname, moves[q]) for q in moves}
         return OperationResult(topic, epoch, report.total_queues, moved, {}, f"{len(moves)} logic queue(s) moved")
 
