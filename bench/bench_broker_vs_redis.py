@@ -162,18 +162,18 @@ def staticmq_pull(consumer: PullConsumer, topic: str, expected: int) -> Callable
 
 def staticmq_side(flush: str, batches: Batches, repeat: int, with_pull: bool) -> dict[str, list[float]]:
     """Produce (and pull) runs against a fresh one-broker cluster with the given flush policy."""
-    messages = len(batches) * PRODUCE_BATCH
+    messages, warm = len(batches) * PRODUCE_BATCH, batches[:WARMUP_BATCHES]
     out: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-staticmq-") as tmp:
         store = {"flush_interval_ms": 1000}
         with LocalCluster(brokers=1, data_dir=tmp, flush=flush, store=store) as cluster:
             with Admin(cluster.namesrv) as admin, Producer(cluster.namesrv) as producer:
-                staticmq_produce(producer, admin, "warmup", batches[:WARMUP_BATCHES])()
+                staticmq_produce(producer, admin, "warmup", warm)()
                 setup: Runner = lambda i: staticmq_produce(producer, admin, f"bench-{i}", batches)  # noqa: E731
                 out["produce"] = measure(f"staticmq produce flush={flush}", setup, messages, repeat)
             if with_pull:
                 with PullConsumer(cluster.namesrv) as consumer:
-                    staticmq_pull(consumer, "warmup", WARMUP_BATCHES * PRODUCE_BATCH)()
+                    staticmq_pull(consumer, "warmup", len(warm) * PRODUCE_BATCH)()
                     setup = lambda i: staticmq_pull(consumer, f"bench-{repeat - 1}", messages)  # noqa: E731
                     out["pull"] = measure("staticmq pull", setup, messages, repeat)
     return out
@@ -222,13 +222,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     messages = max(PRODUCE_BATCH, args.messages // PRODUCE_BATCH * PRODUCE_BATCH)
     batches = make_batches(messages)
+    warm = batches[:WARMUP_BATCHES]
 
     print(f"{messages:,} messages of {BODY_BYTES} bytes per run, best of {args.repeat}", file=sys.stderr)
     sm_async = staticmq_side("async", batches, args.repeat, with_pull=True)
     sm_sync = staticmq_side("sync", batches, args.repeat, with_pull=False)
     with RedisServer() as client:
-        redis_produce(client, "warmup", batches[:WARMUP_BATCHES])()
-        redis_pull(client, "warmup", WARMUP_BATCHES * PRODUCE_BATCH)()
+        redis_produce(client, "warmup", warm)()
+        redis_pull(client, "warmup", len(warm) * PRODUCE_BATCH)()
         produce: Runner = lambda i: redis_produce(client, f"bench-{i}", batches)  # noqa: E731
         rd_produce_a = measure("redis XADD (vs flush=async)", produce, messages, args.repeat)
         pull: Runner = lambda i: redis_pull(client, f"bench-{args.repeat - 1}", messages)  # noqa: E731
