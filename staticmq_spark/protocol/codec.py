@@ -167,10 +167,7 @@ def _as_large_binary(values: Any, name: str) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if not isinstance(values, pa.Array):
-        values = list(values)
-        if any(isinstance(v, str) for v in values):
-            values = [v.encode() if isinstance(v, str) else v for v in values]
-        values = pa.array(values, type=pa.large_binary())
+        values = pa.array(values, type=pa.large_binary())  # str values are stored as UTF-8
     if not _is_binary_like(values.type):
         raise InvalidBatchError(f"column {name!r} must be string or binary, not {values.type}")
     return values.cast(pa.large_binary())
@@ -333,6 +330,8 @@ def validate_batch(batch: PackedBatch, max_message_bytes: int) -> npt.NDArray[An
     """Everything the broker checks before storing a batch: structure, sizes, UTF-8, properties."""
     header = parse_headers(batch)
     _check_body_sizes(header["body_len"], max_message_bytes)
+    if not (header["flags"].any() or header["props_len"].any()):
+        return header  # no key, tag or property: nothing textual to check
     pieces = _pieces(batch, header)
     n = batch.count
     idx = np.arange(n, dtype=np.int64) * _PARTS
