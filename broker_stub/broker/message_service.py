@@ -69,6 +69,7 @@ class QueueOffsetInfo:
     min_offset: int
     max_offset: int
     last_store_timestamp: int
+    avg_message_bytes: int = 0
 
 
 class MessageService:
@@ -153,7 +154,13 @@ class MessageService:
 
     def physical_offsets(self, topic: str, queue_id: int) -> QueueOffsetInfo:
         lo, hi = self._store.offsets(topic, queue_id)
-        return QueueOffsetInfo(queue_id, lo, hi, self._store.last_store_timestamp(topic, queue_id))
+        return QueueOffsetInfo(
+            queue_id,
+            lo,
+            hi,
+            self._store.last_store_timestamp(topic, queue_id),
+            self._store.average_message_size(topic, queue_id),
+        )
 
     def search_offset(self, topic: str, queue_id: int, timestamp: int, physical: bool = False) -> int:
         cfg = self._topics.require(topic)

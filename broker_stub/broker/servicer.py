@@ -162,6 +162,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             min_offset=info.min_offset,
             max_offset=info.max_offset,
             last_store_timestamp=info.last_store_timestamp,
+            avg_message_bytes=info.avg_message_bytes,
         )
 
     @rpc_method
@@ -179,6 +180,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     min_offset=i.min_offset,
                     max_offset=i.max_offset,
                     last_store_timestamp=i.last_store_timestamp,
+                    avg_message_bytes=i.avg_message_bytes,
                 )
                 for i in state.physical
             ],

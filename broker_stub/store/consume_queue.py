@@ -131,6 +131,12 @@ class ConsumeQueue:
             return np.zeros(0, dtype=ENTRY_DTYPE)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def recent_average_size(self, window: int = 1024) -> int:
+        """Mean stored size of the newest `window` messages (0 when empty)."""
+        start = max(self.min_offset, self.max_offset - window)
+        entries = self.read(start, self.max_offset - start)
+        return int(entries["size"].mean()) if len(entries) else 0
+
     def last_store_timestamp(self) -> int:
         if self.max_offset <= self.min_offset:
             return 0

@@ -299,6 +299,10 @@ class MessageStore:
         cq = self._queues.get((topic, queue_id))
         return 0 if cq is None else cq.last_store_timestamp()
 
+    def average_message_size(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return 0 if cq is None else cq.recent_average_size()
+
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
         """The first offset stored at or after `timestamp` (max offset when none is)."""
         cq = self._queues.get((topic, queue_id))

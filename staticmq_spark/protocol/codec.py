@@ -344,8 +344,9 @@ def validate_batch(batch: PackedBatch, max_message_bytes: int) -> npt.NDArray[An
     return header
 
 
-def decode_batch(batch: PackedBatch) -> pa.RecordBatch:
-    """Rows -> an Arrow record batch of DECODED_SCHEMA, with vectorized kernels only."""
+def decode_batch(batch: PackedBatch, *, properties: bool = True) -> pa.RecordBatch:
+    """Rows -> an Arrow record batch of DECODED_SCHEMA, with vectorized kernels only
+    (`properties=False` skips decoding them: the column is then all empty maps)."""
     header = parse_headers(batch)
     pieces = _pieces(batch, header)
     n = batch.count
@@ -353,9 +354,14 @@ def decode_batch(batch: PackedBatch) -> pa.RecordBatch:
     key = _nullable_text(pieces.take(pa.array(idx + 1)), header["flags"] & FLAG_KEY)
     tags = _nullable_text(pieces.take(pa.array(idx + 2)), header["flags"] & FLAG_TAGS)
     body = pieces.take(pa.array(idx + 3)).cast(pa.binary())
-    properties = _split_properties(pieces.take(pa.array(idx + 4)))
+    if properties:
+        props = _split_properties(pieces.take(pa.array(idx + 4)))
+    else:
+        props = pa.MapArray.from_arrays(
+            pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
+        )
     born = pa.array(header["born_timestamp"].astype(np.int64), type=pa.int64())
-    return pa.RecordBatch.from_arrays([key, tags, body, properties, born], schema=DECODED_SCHEMA)
+    return pa.RecordBatch.from_arrays([key, tags, body, props, born], schema=DECODED_SCHEMA)
 
 
 def _pieces(batch: PackedBatch, header: npt.NDArray[Any]) -> pa.Array:

@@ -379,11 +379,14 @@ class QueueOffsets(_message.Message):
     MIN_OFFSET_FIELD_NUMBER: _builtins.int
     MAX_OFFSET_FIELD_NUMBER: _builtins.int
     LAST_STORE_TIMESTAMP_FIELD_NUMBER: _builtins.int
+    AVG_MESSAGE_BYTES_FIELD_NUMBER: _builtins.int
     queue_id: _builtins.int
     min_offset: _builtins.int
     max_offset: _builtins.int
     last_store_timestamp: _builtins.int
     """0 when the queue is empty"""
+    avg_message_bytes: _builtins.int
+    """mean stored size of the newest messages (admission control by bytes)"""
     def __init__(
         self,
         *,
@@ -391,10 +394,11 @@ class QueueOffsets(_message.Message):
         min_offset: _builtins.int = ...,
         max_offset: _builtins.int = ...,
         last_store_timestamp: _builtins.int = ...,
+        avg_message_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_store_timestamp", b"last_store_timestamp", "max_offset", b"max_offset", "min_offset", b"min_offset", "queue_id", b"queue_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["avg_message_bytes", b"avg_message_bytes", "last_store_timestamp", b"last_store_timestamp", "max_offset", b"max_offset", "min_offset", b"min_offset", "queue_id", b"queue_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

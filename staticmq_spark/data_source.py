@@ -1,0 +1,29 @@
+"""The `staticmq` Python data source: readers for spark.read / spark.readStream and writers for
+df.write / df.writeStream, registered by name (and found automatically through the top-level
+`pyspark_staticmq` module once the package is installed)."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from staticmq_spark.source.batch_reader import StaticMQBatchReader
+from staticmq_spark.source.options import parse_source_options
+from staticmq_spark.source.schema import spark_schema
+from staticmq_spark.source.stream_reader import StaticMQStreamReader
+
+
+class StaticMQDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "staticmq"
+
+    def schema(self) -> StructType:
+        include = str(self.options.get("includeProperties", "true")).strip().lower() != "false"
+        return spark_schema(include)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return StaticMQBatchReader(parse_source_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StaticMQStreamReader(parse_source_options(self.options, streaming=True))

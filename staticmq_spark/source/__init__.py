@@ -1,0 +1,1 @@
+"""The Spark Structured Streaming (and batch) source: `spark.readStream.format("staticmq")`."""

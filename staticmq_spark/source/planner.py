@@ -1,0 +1,110 @@
+"""Driver-side planning shared by the streaming and batch readers: resolving where a query starts
+or ends, and turning per-queue logic ranges into one Spark partition per logic queue."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.errors import DataLossError, InvalidOptionError, QueueUnavailableError, StaticMQError
+from staticmq_spark.source.options import EARLIEST, LATEST, SourceOptions, StartSpec
+from staticmq_spark.source.partition import QueuePartition, ReadSettings, SegmentRef
+from staticmq_spark.source.snapshot import TopicSnapshot
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def with_retries(what: str, fn: Callable[[], T], timeout_s: float) -> T:
+    """Run `fn`, retrying retriable staticmq errors (a broker down or restarting) until timeout."""
+    deadline = time.monotonic() + timeout_s
+    attempt = 0
+    while True:
+        try:
+            return fn()
+        except StaticMQError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise
+            attempt += 1
+            log.warning("%s failed (%s); retrying", what, exc.message)
+            time.sleep(min(2.0, 0.1 * 2**attempt))
+
+
+def resolve_offsets(snap: TopicSnapshot, spec: StartSpec, consumer: PullConsumer) -> dict[int, int]:
+    """Concrete logic offsets for every queue from earliest / latest / JSON / timestamps."""
+    queues = range(snap.total_queues)
+    if spec.kind == "earliest":
+        return snap.earliest()
+    if spec.kind == "latest":
+        return snap.latest()
+    if spec.kind == "timestamp":
+        return {q: consumer.offset_for_timestamp(snap.topic, q, spec.timestamp) for q in queues}
+    given = spec.offsets_dict()
+    missing = sorted(set(queues) - set(given))
+    extra = sorted(set(given) - set(queues))
+    if missing or extra:
+        raise InvalidOptionError(
+            f"offsets for topic {snap.topic!r} must name each of its {snap.total_queues} logic queues "
+            f"(missing {missing}, unknown {extra})"
+        )
+    if spec.kind == "timestamps":
+        return {q: consumer.offset_for_timestamp(snap.topic, q, ts) for q, ts in given.items()}
+    out = {}
+    for q, offset in given.items():
+        bounds = snap.bounds[q]
+        out[q] = bounds.min_offset if offset == EARLIEST else bounds.max_offset if offset == LATEST else offset
+    return out
+
+
+def settings_of(opts: SourceOptions) -> ReadSettings:
+    return ReadSettings(
+        namesrv=opts.namesrv,
+        topic=opts.topic,
+        include_properties=opts.include_properties,
+        fail_on_data_loss=opts.fail_on_data_loss,
+        pull_batch_size=opts.pull_batch_size,
+        retry_timeout_ms=opts.retry_timeout_ms,
+    )
+
+
+def plan_partitions(
+    snap: TopicSnapshot, starts: dict[int, int], ends: dict[int, int], settings: ReadSettings
+) -> list[QueuePartition]:
+    """One partition per logic queue, in queue order, each with the segments of its range."""
+    starts = dict(starts)
+    ends = {q: max(ends[q], starts[q]) for q in starts}
+    for q in range(snap.total_queues):
+        low = snap.bounds[q].min_offset
+        if starts[q] < low and starts[q] < ends[q]:
+            lost_to = min(low, ends[q])
+            message = (
+                f"topic {snap.topic!r} logic queue {q}: messages at logic offsets [{starts[q]}, {lost_to}) were "
+                "removed by retention before they were read"
+            )
+            if settings.fail_on_data_loss:
+                raise DataLossError(message + " (failOnDataLoss=true; set failOnDataLoss=false to skip lost messages)")
+            log.warning("%s; skipped (failOnDataLoss=false)", message)
+            starts[q] = lost_to
+        if not snap.covers(q, ends[q]):
+            raise QueueUnavailableError(
+                f"topic {snap.topic!r} logic queue {q}: the live brokers' mappings do not yet cover offset {ends[q]}"
+            )
+    segments = snap.segments(starts, ends)
+    return [
+        QueuePartition(
+            q,
+            starts[q],
+            ends[q],
+            tuple(
+                SegmentRef(
+                    s.bname, snap.addrs.get(s.bname, ""), s.queue, s.physical_start, s.physical_end, s.offset_delta
+                )
+                for s in segments[q]
+            ),
+            settings,
+        )
+        for q in range(snap.total_queues)
+    ]

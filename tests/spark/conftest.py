@@ -1,0 +1,41 @@
+"""Spark tests share one local[2] session and one real 3-broker cluster per module."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from staticmq_spark.testing import LocalCluster
+
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.sql.streaming.stopTimeout": "30s",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "true",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
+}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    builder = SparkSession.builder.master("local[2]").appName("staticmq-tests")
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    path: Path = tmp_path_factory.mktemp("spark-cluster")
+    with LocalCluster(brokers=3, data_dir=path / "cluster", heartbeat_ms=300, broker_timeout_ms=3000) as c:
+        yield c

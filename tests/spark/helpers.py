@@ -1,0 +1,61 @@
+"""Helpers for Spark tests: static topics with known content, and reading the results back."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+
+from staticmq_spark.client import Admin, Producer
+
+_ids = itertools.count()
+
+
+def new_topic(namesrv: str, queues: int = 4, brokers: list[str] | None = None, prefix: str = "spark") -> str:
+    topic = f"{prefix}-{next(_ids)}-{int(time.time() * 1000) % 100000}"
+    with Admin(namesrv) as admin:
+        if brokers:
+            admin.update_static_topic(topic, queues, brokers=brokers)
+        else:
+            admin.update_static_topic(topic, queues, cluster="DefaultCluster")
+    return topic
+
+
+def produce(namesrv: str, topic: str, n: int, start: int = 0, keys: int = 50) -> dict[int, list[bytes]]:
+    """Send n keyed messages "m<i>"; returns the bodies per logic queue in send order."""
+    per_queue: dict[int, list[bytes]] = defaultdict(list)
+    bodies = [f"m{i}".encode() for i in range(start, start + n)]
+    keyset = [f"k{i % keys}" for i in range(start, start + n)]
+    with Producer(namesrv, active_detection=False) as producer:
+        for chunk in range(0, n, 500):
+            results = producer.send_batch(topic, bodies[chunk : chunk + 500], keys=keyset[chunk : chunk + 500])
+            for r in results:
+                rows = r.rows if r.rows is not None else tuple(range(r.count))
+                per_queue[r.queue_id].extend(bodies[chunk + row] for row in rows)
+    return dict(per_queue)
+
+
+def source(spark: SparkSession, namesrv: str, topic: str, **options: str) -> DataFrame:
+    reader = spark.readStream.format("staticmq").option("namesrv", namesrv).option("topic", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def by_queue(rows: list) -> dict[int, list[bytes]]:  # type: ignore[type-arg]
+    """Bodies per logic queue ordered by logic offset."""
+    out: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    for r in rows:
+        out[r["queueId"]].append((r["queueOffset"], bytes(r["value"])))
+    return {q: [b for _, b in sorted(v)] for q, v in out.items()}
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)

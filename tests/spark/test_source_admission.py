@@ -1,0 +1,149 @@
+"""Admission control, Trigger.AvailableNow, deterministic starts, lag and group progress."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from staticmq_spark.client import Admin, Producer
+from tests.spark.helpers import new_topic, produce, source, wait_until
+
+pytestmark = pytest.mark.spark
+
+
+def batch_sizes(q) -> list[int]:  # type: ignore[no-untyped-def]
+    return [p["numInputRows"] for p in q.recentProgress if p["numInputRows"] > 0]
+
+
+def test_max_messages_per_trigger_caps_every_micro_batch(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 4)
+    produce(cluster.namesrv, topic, 1000)
+    q = (
+        source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="130")
+        .writeStream.format("noop").trigger(availableNow=True).start()
+    )
+    q.awaitTermination(120)
+    sizes = batch_sizes(q)
+    assert sum(sizes) == 1000 and max(sizes) <= 130 and len(sizes) >= 8
+
+
+def test_max_bytes_per_trigger_caps_every_micro_batch(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 2)
+    with Producer(cluster.namesrv) as producer:
+        producer.send_batch(topic, [b"x" * 1000] * 400, keys=[str(i) for i in range(400)])
+    q = (
+        source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxBytesPerTrigger=str(60 * 1024))
+        .writeStream.format("noop").trigger(availableNow=True).start()
+    )
+    q.awaitTermination(120)
+    sizes = batch_sizes(q)
+    assert sum(sizes) == 400 and max(sizes) <= 60 and len(sizes) >= 7
+
+
+def test_min_messages_waits_for_enough_messages_or_the_max_trigger_delay(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 2)
+    df = source(spark, cluster.namesrv, topic, startingOffsets="earliest", minMessagesPerTrigger="50", maxTriggerDelay="4s")
+    q = df.writeStream.format("noop").trigger(processingTime="200 milliseconds").start()
+    try:
+        produce(cluster.namesrv, topic, 10)
+        time.sleep(1.5)
+        assert sum(batch_sizes(q)) == 0, "10 < minMessagesPerTrigger: no batch yet"
+        wait_until(lambda: sum(batch_sizes(q)) == 10, 20, "the max trigger delay to release the 10 messages")
+        produce(cluster.namesrv, topic, 60, start=100)
+        wait_until(lambda: sum(batch_sizes(q)) == 70, 20, "a batch once 50 messages are there")
+    finally:
+        q.stop()
+
+
+def test_available_now_ends_after_reading_what_was_there_at_start(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 2)
+    produce(cluster.namesrv, topic, 300)
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        i = 10_000
+        with Producer(cluster.namesrv) as producer:
+            while not stop.is_set():
+                producer.send(topic, f"late{i}".encode(), key=str(i))
+                i += 1
+
+    worker = threading.Thread(target=keep_producing)
+    worker.start()
+    try:
+        q = (
+            source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
+            .writeStream.format("memory").queryName("available_now").trigger(availableNow=True).start()
+        )
+        assert q.awaitTermination(120), "an AvailableNow query must end by itself"
+    finally:
+        stop.set()
+        worker.join(30)
+    rows = spark.table("available_now").collect()
+    assert 300 <= len(rows) < 300 + 2000
+    assert {bytes(r["value"]) for r in rows} >= {f"m{i}".encode() for i in range(300)}
+
+
+def test_latest_start_is_resolved_once_so_the_first_batch_is_not_silently_empty(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 2)
+    produce(cluster.namesrv, topic, 100)
+    stop = threading.Event()
+    sent: list[bytes] = []
+
+    def keep_producing() -> None:
+        i = 0
+        with Producer(cluster.namesrv) as producer:
+            while not stop.is_set():
+                body = f"live{i}".encode()
+                producer.send(topic, body, key=str(i))
+                sent.append(body)
+                i += 1
+                time.sleep(0.002)
+
+    worker = threading.Thread(target=keep_producing)
+    worker.start()
+    q = source(spark, cluster.namesrv, topic).writeStream.format("memory").queryName("from_latest").start()
+    try:
+        wait_until(lambda: len(q.recentProgress) >= 3, 60, "three micro-batches")
+    finally:
+        stop.set()
+        worker.join(30)
+    q.processAllAvailable()
+    q.stop()
+    got = [bytes(r["value"]) for r in spark.table("from_latest").collect()]
+    assert got and not any(b.startswith(b"m") for b in got), "latest: nothing written before the start"
+    first = q.recentProgress[0]
+    start_offsets = json.loads(first["sources"][0]["startOffset"]) if first["sources"][0]["startOffset"] else None
+    assert start_offsets is None or topic in start_offsets
+    assert set(got) == set(sent[sent.index(min(got, key=sent.index)) :]), "no message after the start is skipped"
+
+
+def test_lag_is_visible_through_the_latest_offset_in_query_progress(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 2)
+    produce(cluster.namesrv, topic, 400)
+    q = (
+        source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
+        .writeStream.format("noop").trigger(availableNow=True).start()
+    )
+    q.awaitTermination(120)
+    progress = next(p for p in q.recentProgress if p["numInputRows"] > 0)
+    latest = json.loads(progress["sources"][0]["latestOffset"])
+    end = json.loads(progress["sources"][0]["endOffset"])
+    assert sum(latest[topic].values()) == 400
+    assert sum(end[topic].values()) < sum(latest[topic].values())
+
+
+def test_group_offsets_are_committed_and_visible_in_consumer_progress(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 2)
+    produce(cluster.namesrv, topic, 200)
+    q = (
+        source(spark, cluster.namesrv, topic, startingOffsets="earliest", group="spark-readers", maxMessagesPerTrigger="50")
+        .writeStream.format("noop").trigger(availableNow=True).start()
+    )
+    q.awaitTermination(120)
+    with Admin(cluster.namesrv) as admin:
+        rows = [r for r in admin.consumer_progress("spark-readers", topic)]
+    assert rows, "committed progress per logic queue"
+    assert sum(r.committed_offset for r in rows) >= 150  # commits arrive one batch late
