@@ -64,6 +64,10 @@ class BrokerConfig:
     heartbeat_interval_ms: int = 2000
     grpc_workers: int = 64
     max_long_poll_ms: int = 30_000
+    pop_max_reconsume_times: int = 16  # a popped message failing after this many redeliveries goes to %DLQ%{group}
+    pop_buffer_merge: bool = True  # match acks to checkpoints in memory; False: revive by reading the revive log
+    pop_revive_interval_ms: int = 100  # how often due checkpoints are revived
+    pop_revive_margin_ms: int = 100  # a checkpoint is revived this long after its invisible time ends
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -71,6 +75,10 @@ class BrokerConfig:
             raise InvalidOptionError(f"broker port {self.port} is outside 0..65535")
         if self.heartbeat_interval_ms <= 0 or self.grpc_workers <= 0:
             raise InvalidOptionError("heartbeat_interval_ms and grpc_workers must be positive")
+        if self.pop_max_reconsume_times < 0 or self.pop_revive_interval_ms <= 0 or self.pop_revive_margin_ms < 0:
+            raise InvalidOptionError(
+                "pop_max_reconsume_times and pop_revive_margin_ms must be >= 0, pop_revive_interval_ms positive"
+            )
 
 
 def _check_keys(section: str, given: dict[str, Any], cls: type) -> None:

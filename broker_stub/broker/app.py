@@ -6,6 +6,7 @@ Data directory layout:
     config/consumer_offsets.json   committed group offsets
     config/mappings/<topic>.json   TopicQueueMapping copies (static topics), apart from topic configs
     store/commitlog/, store/consumequeue/, store/checkpoint.json
+    pop/secret.key, pop/checkpoint.json   receipt-handle secret, where the revive log replays from
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import threading
 import time
 
+from broker_stub.broker.consumption import Consumption
 from broker_stub.broker.long_poll import ArrivalNotifier
 from broker_stub.broker.message_service import MessageService
 from broker_stub.broker.peers import Peers
@@ -53,6 +55,18 @@ class BrokerApp:
         self.static = StaticTopicService(
             config.name, self.mapping_files, self.topic_configs, self.store, self.offsets, self.messages, access
         )
+        self.consumption = Consumption(
+            config,
+            topics=self.topics,
+            store=self.store,
+            offsets=self.offsets,
+            messages=self.messages,
+            static=self.static,
+            mappings=self.mapping_files,
+            peers=self.peers,
+            notifier=self.notifier,
+            topics_changed=self.topics_changed,
+        )
         self._registration: Registration | None = None
         self._stop = threading.Event()
         self._offsets_thread = threading.Thread(target=self._persist_offsets, name="offsets", daemon=True)
@@ -66,6 +80,7 @@ class BrokerApp:
         self.store.open(self.topic_configs.uids())
         log.info("broker %s: store recovered in %.2fs", self.name, time.monotonic() - started)
         self.store.start()
+        self.consumption.open()
         self._offsets_thread.start()
 
     def serve_at(self, addr: str) -> None:
@@ -105,6 +120,7 @@ class BrokerApp:
         if self._registration is not None:
             self._registration.stop(unregister_name=self.name)
         self.notifier.notify_all()
+        self.consumption.close()
         self.offsets.persist()
         self.peers.close()
         self.store.close()

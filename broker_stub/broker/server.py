@@ -6,10 +6,14 @@ import ctypes
 import logging
 from pathlib import Path
 
+import grpc
+
 from broker_stub.broker.app import BrokerApp
+from broker_stub.broker.consume_servicer import ConsumeServicer
 from broker_stub.broker.servicer import BrokerServicer
 from broker_stub.config import BrokerConfig
 from broker_stub.grpc_server import start_server, wait_for_termination, write_ready_file
+from staticmq_spark.protocol.pb import consume_pb2_grpc
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
@@ -33,9 +37,13 @@ def run_broker(config: BrokerConfig, ready_file: Path | None = None) -> None:
     app = BrokerApp(config)
     app.open()
     servicer = BrokerServicer(app)
-    server, port = start_server(
-        config.host, config.port, config.grpc_workers, lambda s: pb_grpc.add_BrokerServicer_to_server(servicer, s)
-    )
+    consume = ConsumeServicer(app)
+
+    def register(s: grpc.Server) -> None:
+        pb_grpc.add_BrokerServicer_to_server(servicer, s)
+        consume_pb2_grpc.add_ConsumeServiceServicer_to_server(consume, s)
+
+    server, port = start_server(config.host, config.port, config.grpc_workers, register)
     addr = f"{config.host}:{port}"
     app.serve_at(addr)
     log.info("broker %s serving at %s (flush=%s)", config.name, addr, config.store.flush)

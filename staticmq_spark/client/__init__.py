@@ -1,9 +1,24 @@
 """The staticmq Python client."""
 
 from staticmq_spark.client.admin import Admin
+from staticmq_spark.client.exclusive_consumer import ExclusiveConsumer
+from staticmq_spark.client.pop_consumer import PopConsumer
+from staticmq_spark.client.pop_messages import AckResult, PopMessage
 from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.results import PullResult, PullStatus, SendResult
 from staticmq_spark.testing import LocalCluster
 
-__all__ = ["Admin", "LocalCluster", "Producer", "PullConsumer", "PullResult", "PullStatus", "SendResult"]
+__all__ = [
+    "AckResult",
+    "Admin",
+    "ExclusiveConsumer",
+    "LocalCluster",
+    "PopConsumer",
+    "PopMessage",
+    "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "SendResult",
+]

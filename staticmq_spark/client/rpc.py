@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import grpc
 
 from staticmq_spark.protocol.grpc_errors import translate
+from staticmq_spark.protocol.pb import consume_pb2_grpc
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 
 MAX_MESSAGE_BYTES = 64 << 20
@@ -43,6 +44,7 @@ class Channels:
         self._channels: dict[str, grpc.Channel] = {}
         self._brokers: dict[str, pb_grpc.BrokerStub] = {}
         self._namesrvs: dict[str, pb_grpc.NameServerStub] = {}
+        self._consume: dict[str, consume_pb2_grpc.ConsumeServiceStub] = {}
 
     def channel(self, addr: str) -> grpc.Channel:
         ch = self._channels.get(addr)
@@ -61,6 +63,14 @@ class Channels:
             self._brokers[addr] = stub
         return stub
 
+    def consume(self, addr: str) -> consume_pb2_grpc.ConsumeServiceStub:
+        """The broker's ConsumeService (pop, ack, pull locks) on the same channel."""
+        stub = self._consume.get(addr)
+        if stub is None:
+            stub = consume_pb2_grpc.ConsumeServiceStub(self.channel(addr))
+            self._consume[addr] = stub
+        return stub
+
     def namesrv(self, addr: str) -> pb_grpc.NameServerStub:
         stub = self._namesrvs.get(addr)
         if stub is None:
@@ -75,3 +85,4 @@ class Channels:
             self._channels.clear()
             self._brokers.clear()
             self._namesrvs.clear()
+            self._consume.clear()
