@@ -3,8 +3,9 @@ answers here (admin-side adaptation): brokers never fan out to each other for an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from staticmq_spark.client.route import RouteCache, TopicRouteView
 from staticmq_spark.client.rpc import Channels, invoke
@@ -20,6 +21,8 @@ from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
 
 if TYPE_CHECKING:
     from staticmq_spark.client.static_admin import OperationResult
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +58,13 @@ class ProgressRow:
 
 
 class Admin:
-    def __init__(self, namesrv: str, *, timeout_s: float = 10.0, channels: Channels | None = None) -> None:
+    def __init__(
+        self, namesrv: str, *, timeout_s: float = 10.0, channels: Channels | None = None, wait_for_ready: bool = True
+    ) -> None:
+        """`wait_for_ready`: wait (up to the timeout) for a broker that is starting, instead of
+        failing at once; callers with their own retry loop pass False."""
         self._own_channels = channels is None
+        self.wait_for_ready = wait_for_ready
         self.channels = channels or Channels()
         self.routes = RouteCache(namesrv, self.channels, ttl_s=0.0)
         self.timeout_s = timeout_s
@@ -96,6 +104,10 @@ class Admin:
     def stub(self, addr: str) -> pb_grpc.BrokerStub:
         return self.channels.broker(addr)
 
+    def call(self, target: str, method: Callable[..., T], request: Any) -> T:
+        """One broker call with this admin's timeout and readiness policy."""
+        return invoke(target, method, request, self.timeout_s, wait_for_ready=self.wait_for_ready)
+
     # ------------------------------------------------------------------ plain topics
 
     def update_topic(
@@ -119,12 +131,12 @@ class Admin:
         wanted = TopicConfig(topic, read_queues, write_queues, perm, order=order).to_pb()
         out = {}
         for name, addr in self.target_brokers(cluster=cluster, brokers=brokers).items():
-            resp = invoke(name, self.stub(addr).UpdateTopic, wanted, self.timeout_s)
+            resp = self.call(name, self.stub(addr).UpdateTopic, wanted)
             out[name] = TopicConfig.from_pb(resp)
         return out
 
     def topic_configs(self, broker_addr: str) -> list[TopicConfig]:
-        resp = invoke(broker_addr, self.stub(broker_addr).GetTopicConfigs, pb.Empty(), self.timeout_s)
+        resp = self.call(broker_addr, self.stub(broker_addr).GetTopicConfigs, pb.Empty())
         return [TopicConfig.from_pb(t) for t in resp.topics]
 
     def brokers_with_topic(self, topic: str) -> dict[str, tuple[str, TopicConfig]]:
@@ -146,7 +158,7 @@ class Admin:
         if not holders:
             raise TopicNotFoundError(f"no live broker has topic {topic!r}")
         for name, (addr, _) in holders.items():
-            invoke(name, self.stub(addr).DeleteTopic, pb.TopicName(topic=topic), self.timeout_s)
+            self.call(name, self.stub(addr).DeleteTopic, pb.TopicName(topic=topic))
         return sorted(holders)
 
     def topic_route(self, topic: str) -> tuple[pb.TopicRoute, TopicRouteView]:
@@ -157,7 +169,7 @@ class Admin:
         """Per physical queue min/max offsets of a dynamic topic, asked from each broker."""
         out: list[QueueStatus] = []
         for name, (addr, _) in sorted(self.brokers_with_topic(topic).items()):
-            resp = invoke(name, self.stub(addr).GetTopicOffsets, pb.TopicName(topic=topic), self.timeout_s)
+            resp = self.call(name, self.stub(addr).GetTopicOffsets, pb.TopicName(topic=topic))
             out.extend(
                 QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_store_timestamp) for q in resp.queues
             )
@@ -187,11 +199,11 @@ class Admin:
         rows: list[ProgressRow] = []
         for b in self.cluster_info():
             req = pb.ConsumerOffsetsRequest(group=group, topic=topic or "")
-            entries = invoke(b.name, self.stub(b.addr).ListConsumerOffsets, req, self.timeout_s).entries
+            entries = self.call(b.name, self.stub(b.addr).ListConsumerOffsets, req).entries
             maxima: dict[tuple[str, int], int] = {}
             for t in sorted({e.topic for e in entries}):
                 try:
-                    resp = invoke(b.name, self.stub(b.addr).GetTopicOffsets, pb.TopicName(topic=t), self.timeout_s)
+                    resp = self.call(b.name, self.stub(b.addr).GetTopicOffsets, pb.TopicName(topic=t))
                 except TopicNotFoundError:
                     continue
                 maxima.update({(t, q.queue_id): q.max_offset for q in resp.queues})

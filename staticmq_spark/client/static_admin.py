@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from staticmq_spark.client.rpc import invoke
 from staticmq_spark.errors import (
     InconsistentTopicError,
     InvalidArgumentError,
@@ -83,9 +82,7 @@ class StaticTopicAdmin:
         brokers = brokers or {b.name: b.addr for b in self.admin.cluster_info()}
         out = {}
         for name, addr in sorted(brokers.items()):
-            st = invoke(
-                name, self.admin.stub(addr).GetStaticTopicState, pb.TopicName(topic=topic), self.admin.timeout_s
-            )
+            st = self.admin.call(name, self.admin.stub(addr).GetStaticTopicState, pb.TopicName(topic=topic))
             out[name] = BrokerState(
                 name,
                 addr,
@@ -121,7 +118,7 @@ class StaticTopicAdmin:
     def _write(self, states: dict[str, BrokerState], copies: dict[str, TopicQueueMapping], order: list[str]) -> None:
         for name in order:
             req = pb.WriteMappingRequest(mapping_json=copies[name].to_json())
-            invoke(name, self.admin.stub(states[name].addr).WriteMapping, req, self.admin.timeout_s)
+            self.admin.call(name, self.admin.stub(states[name].addr).WriteMapping, req)
 
     # ------------------------------------------------------------------ create / grow
 
@@ -264,12 +261,7 @@ class StaticTopicAdmin:
         if not holders:
             raise TopicNotFoundError(f"no live broker has static topic {topic!r}")
         for name in holders:
-            invoke(
-                name,
-                self.admin.stub(states[name].addr).DeleteStaticTopic,
-                pb.TopicName(topic=topic),
-                self.admin.timeout_s,
-            )
+            self.admin.call(name, self.admin.stub(states[name].addr).DeleteStaticTopic, pb.TopicName(topic=topic))
         return holders
 
 

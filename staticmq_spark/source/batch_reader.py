@@ -23,7 +23,7 @@ class StaticMQBatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueuePartition]:
         def plan() -> list[QueuePartition]:
-            with Admin(self.opts.namesrv) as admin:
+            with Admin(self.opts.namesrv, wait_for_ready=False) as admin:
                 consumer = PullConsumer(self.opts.namesrv, channels=admin.channels)
                 snap = take_snapshot(admin, self.opts.topic)
                 starts = resolve_offsets(snap, self.opts.starting, consumer)

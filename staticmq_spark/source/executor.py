@@ -52,7 +52,7 @@ class PhysicalReader:
         while True:
             addr = self._addr(seg, refresh=attempt > 0)
             try:
-                return invoke(seg.bname, self._channels.broker(addr).Pull, request, 30)
+                return invoke(seg.bname, self._channels.broker(addr).Pull, request, 30, wait_for_ready=False)
             except StaticMQError as exc:
                 if not exc.retriable or time.monotonic() > deadline:
                     raise BrokerUnavailableError(

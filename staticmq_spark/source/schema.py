@@ -18,6 +18,7 @@ from pyspark.sql.types import (
 from staticmq_spark.protocol.codec import PackedBatch, decode_batch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
+
 def spark_schema(include_properties: bool) -> StructType:
     """topic, queueId, queueOffset (logic), key, tags, value, [properties], bornTimestamp,
     storeTimestamp, and for diagnosis brokerName / physicalOffset of the segment read."""

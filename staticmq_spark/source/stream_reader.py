@@ -58,7 +58,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _clients(self) -> tuple[Admin, PullConsumer]:
         if self._admin is None or self._consumer is None:
-            self._admin = Admin(self.opts.namesrv)
+            self._admin = Admin(self.opts.namesrv, wait_for_ready=False)
             self._consumer = PullConsumer(self.opts.namesrv, group=self.opts.group, channels=self._admin.channels)
         return self._admin, self._consumer
 

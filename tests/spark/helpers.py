@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from staticmq_spark.client import Admin, Producer
 
@@ -53,9 +54,15 @@ def by_queue(rows: list) -> dict[int, list[bytes]]:  # type: ignore[type-arg]
     return {q: [b for _, b in sorted(v)] for q, v in out.items()}
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 60, what: str = "condition") -> None:
+def wait_until(
+    predicate: Callable[[], bool], timeout_s: float = 60, what: str = "condition", query: StreamingQuery | None = None
+) -> None:
+    """Poll `predicate`; a streaming query that died meanwhile is reported with its error."""
     deadline = time.monotonic() + timeout_s
     while not predicate():
+        if query is not None and not query.isActive:
+            raise AssertionError(f"the query stopped while waiting for {what}: {query.exception()}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            status = f"; query status {query.status}" if query is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{status}")
         time.sleep(0.2)

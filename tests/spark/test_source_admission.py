@@ -23,7 +23,9 @@ def test_max_messages_per_trigger_caps_every_micro_batch(spark, cluster) -> None
     produce(cluster.namesrv, topic, 1000)
     q = (
         source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="130")
-        .writeStream.format("noop").trigger(availableNow=True).start()
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(120)
     sizes = batch_sizes(q)
@@ -36,7 +38,9 @@ def test_max_bytes_per_trigger_caps_every_micro_batch(spark, cluster) -> None:
         producer.send_batch(topic, [b"x" * 1000] * 400, keys=[str(i) for i in range(400)])
     q = (
         source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxBytesPerTrigger=str(60 * 1024))
-        .writeStream.format("noop").trigger(availableNow=True).start()
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(120)
     sizes = batch_sizes(q)
@@ -45,7 +49,9 @@ def test_max_bytes_per_trigger_caps_every_micro_batch(spark, cluster) -> None:
 
 def test_min_messages_waits_for_enough_messages_or_the_max_trigger_delay(spark, cluster) -> None:
     topic = new_topic(cluster.namesrv, 2)
-    df = source(spark, cluster.namesrv, topic, startingOffsets="earliest", minMessagesPerTrigger="50", maxTriggerDelay="4s")
+    df = source(
+        spark, cluster.namesrv, topic, startingOffsets="earliest", minMessagesPerTrigger="50", maxTriggerDelay="4s"
+    )
     q = df.writeStream.format("noop").trigger(processingTime="200 milliseconds").start()
     try:
         produce(cluster.namesrv, topic, 10)
@@ -75,7 +81,10 @@ def test_available_now_ends_after_reading_what_was_there_at_start(spark, cluster
     try:
         q = (
             source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
-            .writeStream.format("memory").queryName("available_now").trigger(availableNow=True).start()
+            .writeStream.format("memory")
+            .queryName("available_now")
+            .trigger(availableNow=True)
+            .start()
         )
         assert q.awaitTermination(120), "an AvailableNow query must end by itself"
     finally:
@@ -125,7 +134,9 @@ def test_lag_is_visible_through_the_latest_offset_in_query_progress(spark, clust
     produce(cluster.namesrv, topic, 400)
     q = (
         source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
-        .writeStream.format("noop").trigger(availableNow=True).start()
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(120)
     progress = next(p for p in q.recentProgress if p["numInputRows"] > 0)
@@ -139,8 +150,12 @@ def test_group_offsets_are_committed_and_visible_in_consumer_progress(spark, clu
     topic = new_topic(cluster.namesrv, 2)
     produce(cluster.namesrv, topic, 200)
     q = (
-        source(spark, cluster.namesrv, topic, startingOffsets="earliest", group="spark-readers", maxMessagesPerTrigger="50")
-        .writeStream.format("noop").trigger(availableNow=True).start()
+        source(
+            spark, cluster.namesrv, topic, startingOffsets="earliest", group="spark-readers", maxMessagesPerTrigger="50"
+        )
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(120)
     with Admin(cluster.namesrv) as admin:

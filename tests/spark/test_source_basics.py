@@ -40,7 +40,10 @@ def test_stream_reads_every_message_exactly_once_in_order_per_logic_queue(spark,
     sent = produce(cluster.namesrv, topic, 800)
     q = (
         source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="150")
-        .writeStream.format("memory").queryName("exactly_once").trigger(availableNow=True).start()
+        .writeStream.format("memory")
+        .queryName("exactly_once")
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(120)
     rows = spark.table("exactly_once").collect()
@@ -54,7 +57,10 @@ def test_each_logic_queue_is_one_spark_partition_with_the_same_index_every_batch
     df = source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
     q = (
         df.select("queueId", spark_partition_id().alias("partition"))
-        .writeStream.format("memory").queryName("partition_ids").trigger(availableNow=True).start()
+        .writeStream.format("memory")
+        .queryName("partition_ids")
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(120)
     rows = spark.table("partition_ids").collect()
@@ -68,7 +74,8 @@ def test_staticmq_format_works_in_a_fresh_session_without_registration(cluster) 
     script = (
         "from pyspark.sql import SparkSession\n"
         "s = SparkSession.builder.master('local[1]').config('spark.ui.enabled','false').getOrCreate()\n"
-        f"print('COUNT', s.read.format('staticmq').option('namesrv','{cluster.namesrv}').option('topic','{topic}').load().count())\n"
+        f"r = s.read.format('staticmq').option('namesrv', '{cluster.namesrv}').option('topic', '{topic}')\n"
+        "print('COUNT', r.load().count())\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert "COUNT 50" in out.stdout, out.stderr[-3000:]
@@ -96,7 +103,9 @@ def test_starting_and_ending_offsets_as_json_select_a_range(spark, cluster) -> N
     topic = new_topic(cluster.namesrv, 2)
     produce(cluster.namesrv, topic, 100)
     df = (
-        spark.read.format("staticmq").option("namesrv", cluster.namesrv).option("topic", topic)
+        spark.read.format("staticmq")
+        .option("namesrv", cluster.namesrv)
+        .option("topic", topic)
         .option("startingOffsets", json.dumps({topic: {"0": 5, "1": -2}}))
         .option("endingOffsets", json.dumps({topic: {"0": 10, "1": 3}}))
         .load()
@@ -113,8 +122,11 @@ def test_starting_timestamp_starts_at_the_first_message_stored_after_it(spark, c
     time.sleep(0.05)
     produce(cluster.namesrv, topic, 30, start=1000)
     df = (
-        spark.read.format("staticmq").option("namesrv", cluster.namesrv).option("topic", topic)
-        .option("startingTimestamp", str(cut)).load()
+        spark.read.format("staticmq")
+        .option("namesrv", cluster.namesrv)
+        .option("topic", topic)
+        .option("startingTimestamp", str(cut))
+        .load()
     )
     assert sorted(bytes(r["value"]) for r in df.collect()) == sorted(f"m{i}".encode() for i in range(1000, 1030))
 
