@@ -1,0 +1,25 @@
+"""A process that consumes one queue exclusively and prints every batch it hands out as one JSON
+line (then commits it), until it is killed: `python -m tests.exclusive_worker NAMESRV GROUP TOPIC
+LEASE_S`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from staticmq_spark.client import ExclusiveConsumer
+
+
+def main() -> None:
+    namesrv, group, topic, lease = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    with ExclusiveConsumer(namesrv, group, topic, lease_s=lease, client_id="worker") as consumer:
+        print(json.dumps({"started": True}), flush=True)
+        while True:
+            for result in consumer.poll(max_messages=5, wait_s=0.5):
+                offsets = result.batch.column("queue_offset").to_pylist()
+                print(json.dumps({"queue": result.queue_id, "offsets": offsets}), flush=True)
+            consumer.commit()
+
+
+if __name__ == "__main__":
+    main()

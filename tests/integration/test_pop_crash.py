@@ -1,0 +1,49 @@
+"""kill -9 of a broker with popped messages in flight: after the restart the acked ones never
+come back, the in-flight ones do (once their invisible time ends), and handles still work."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from staticmq_spark.client import PopConsumer, Producer
+from tests.conftest import create_topic
+from tests.pop_helpers import drain
+
+
+def test_kill_9_keeps_acks_and_brings_back_messages_in_flight(local_cluster, unique_topic) -> None:
+    c = local_cluster(brokers=1)
+    topic = unique_topic("popcrash")
+    create_topic(c.namesrv, topic, queues=2)
+    with Producer(c.namesrv) as producer:
+        producer.send_batch(topic, [b"%03d" % i for i in range(100)])
+    with PopConsumer(c.namesrv, "gcrash", topic) as consumer:
+        popped = []
+        while len(popped) < 100:
+            popped += consumer.receive(30, invisible_time=6.0, wait_s=1)
+        popped_at = time.monotonic()
+        assert consumer.ack_batch(popped[:40]).acked == 40
+        c.kill_broker("broker-0")
+        c.start_broker("broker-0")
+        assert time.monotonic() - popped_at < 5, "the restart took longer than the invisible time"
+        assert consumer.ack_batch(popped[40:50]).acked == 10  # handles survive the restart
+        assert consumer.receive(100, invisible_time=6.0, wait_s=0.5) == []  # still invisible
+        back = drain(consumer, 9.0)
+    expected = {m.body for m in popped[50:]}
+    assert Counter(m.body for m in back) == Counter(expected), "exactly the un-acked messages come back, once"
+    assert {m.reconsume_times for m in back} == {1}
+
+
+def test_a_second_crash_after_the_revive_does_not_duplicate_retries(local_cluster, unique_topic) -> None:
+    c = local_cluster(brokers=1)
+    topic = unique_topic("popcrash2")
+    create_topic(c.namesrv, topic, queues=1)
+    with Producer(c.namesrv) as producer:
+        producer.send_batch(topic, [b"a", b"b"])
+    with PopConsumer(c.namesrv, "gcrash2", topic) as consumer:
+        assert len(consumer.receive(2, invisible_time=0.5, wait_s=2)) == 2
+        time.sleep(1.5)  # revived into the retry topic
+        c.kill_broker("broker-0")
+        c.start_broker("broker-0")
+        back = drain(consumer, 3.0)
+    assert sorted((m.body, m.reconsume_times) for m in back) == [(b"a", 1), (b"b", 1)]
