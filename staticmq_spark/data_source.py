@@ -4,9 +4,18 @@ df.write / df.writeStream, registered by name (and found automatically through t
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
+from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.sink.options import check_input_schema, parse_sink_options
+from staticmq_spark.sink.writer import StaticMQBatchWriter, StaticMQStreamWriter
 from staticmq_spark.source.batch_reader import StaticMQBatchReader
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.schema import spark_schema
@@ -27,3 +36,13 @@ class StaticMQDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return StaticMQStreamReader(parse_source_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise InvalidOptionError("the staticmq sink only appends: use mode('append'), not overwrite")
+        check_input_schema(schema)
+        return StaticMQBatchWriter(parse_sink_options(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        check_input_schema(schema)
+        return StaticMQStreamWriter(parse_sink_options(self.options))  # type: ignore[return-value]

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import grpc
 
-from staticmq_spark.errors import BrokerUnavailableError
+from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
 from staticmq_spark.protocol.grpc_errors import translate
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
@@ -92,6 +92,43 @@ class Peers:
         req = pb.QueryOffsetRequest(group=group, topic=topic, queue_id=queue_id, physical=True)
         resp = self._call(bname, lambda s: s.QueryOffset(req, timeout=self._timeout_s))
         return resp.offset if resp.found else None
+
+    def query_key(self, bname: str, key: str, topic: str) -> pb.IdempotencyAnswer:
+        req = pb.IdempotencyQuery(key=key, topic=topic)
+        return self._call(bname, lambda s: s.QueryIdempotencyKey(req, timeout=self._timeout_s))
+
+    def send_to_leader(self, topic: str, logic_queue: int, request: pb.SendRequest) -> pb.SendResponse:
+        """Send to whichever broker leads the logic queue now (per the name server's route)."""
+        from staticmq_spark.client.route import TopicRouteView
+
+        last: StaticMQError | None = None
+        for attempt in range(5):
+            route = self._route(topic)
+            leader = TopicRouteView.from_pb(route).logic_queue(logic_queue)
+            if not leader.available:
+                last = BrokerUnavailableError(f"logic queue {logic_queue} of {topic!r} has no live leader")
+            else:
+                try:
+                    return self._call(leader.broker, lambda s: s.Send(request, timeout=self._timeout_s))
+                except StaticMQError as exc:
+                    if not exc.retriable:
+                        raise
+                    last = exc
+            time.sleep(0.2 * (attempt + 1))
+        assert last is not None
+        raise last
+
+    def _route(self, topic: str) -> pb.TopicRoute:
+        last: StaticMQError = BrokerUnavailableError("no name server answered")
+        for addr in self._namesrv:
+            channel = grpc.insecure_channel(addr)
+            try:
+                return pb_grpc.NameServerStub(channel).GetRoute(pb.TopicName(topic=topic), timeout=self._timeout_s)
+            except grpc.RpcError as exc:
+                last = translate(exc, f"name server {addr}")
+            finally:
+                channel.close()
+        raise last
 
     def close(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from broker_stub.broker.message_service import MessageService, PullQuery
 from broker_stub.broker.peers import Peers
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.message_store import MessageStore, ReadResult, ReadStatus
+from staticmq_spark.errors import StaticMQError
 from staticmq_spark.mapping import MappingItem
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
@@ -86,6 +87,14 @@ class SegmentAccess:
         if self.local(item):
             return self._store.offset_for_timestamp(topic, item.queue, timestamp)
         return self._peers.search(item.bname, topic, item.queue, timestamp)
+
+    def stored_key(self, topic: str, item: MappingItem, key: str) -> pb.IdempotencyAnswer | None:
+        """Whether item's broker stored a batch with this idempotency key (None: no, or unknown)."""
+        try:
+            answer = self._peers.query_key(item.bname, key, topic)
+        except StaticMQError:
+            return None  # that broker is gone: its copy of the key cannot be checked
+        return answer if answer.found else None
 
     def commit(self, group: str, topic: str, item: MappingItem, offset: int) -> None:
         if self.local(item):

@@ -6,6 +6,7 @@ import grpc
 
 from broker_stub.broker.app import BrokerApp
 from broker_stub.broker.message_service import PullOutcome, PullQuery
+from broker_stub.broker.sink_service import SinkService
 from broker_stub.rpc_errors import rpc_method
 from staticmq_spark.errors import InvalidArgumentError, StaticTopicRefusedError
 from staticmq_spark.mapping import TopicQueueMapping
@@ -21,6 +22,7 @@ MAX_IDEMPOTENCY_KEY = 512
 class BrokerServicer(pb_grpc.BrokerServicer):
     def __init__(self, app: BrokerApp) -> None:
         self.app = app
+        self.sink = SinkService(app)
 
     @rpc_method
     def Send(self, request: pb.SendRequest, context: grpc.ServicerContext) -> pb.SendResponse:
@@ -33,7 +35,9 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                 raise StaticTopicRefusedError(
                     f"topic {request.topic!r} is static: sends address logic queues, never physical queues"
                 )
-            out = self.app.static.send(request.topic, request.queue_id, batch, key)
+            out = self.app.static.send(
+                request.topic, request.queue_id, batch, key, dedup_across_segments=request.dedup_across_segments
+            )
         else:
             out = self.app.messages.send(request.topic, request.queue_id, batch, key)
         return pb.SendResponse(
@@ -197,6 +201,33 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         self.app.static.delete(request.topic)
         self.app.topics_changed()
         return pb.Empty()
+
+    @rpc_method
+    def StageRows(self, request: pb.StageRequest, context: grpc.ServicerContext) -> pb.StageResponse:
+        self.sink.stage(request)
+        return pb.StageResponse()
+
+    @rpc_method
+    def PrepareTxn(self, request: pb.TxnDecision, context: grpc.ServicerContext) -> pb.Empty:
+        self.sink.prepare(request)
+        return pb.Empty()
+
+    @rpc_method
+    def CommitTxn(self, request: pb.TxnRef, context: grpc.ServicerContext) -> pb.TxnState:
+        return self.sink.commit(request)
+
+    @rpc_method
+    def GetTxn(self, request: pb.TxnRef, context: grpc.ServicerContext) -> pb.TxnState:
+        return self.sink.state(request)
+
+    @rpc_method
+    def QueryIdempotencyKey(self, request: pb.IdempotencyQuery, context: grpc.ServicerContext) -> pb.IdempotencyAnswer:
+        stored = self.app.store.stored_key(request.key.encode())
+        if stored is None or stored.topic != request.topic:
+            return pb.IdempotencyAnswer(found=False)
+        return pb.IdempotencyAnswer(
+            found=True, base_offset=stored.base_offset, count=stored.count, queue_id=stored.queue_id
+        )
 
     @rpc_method
     def Ping(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.BrokerInfo:

@@ -153,8 +153,23 @@ class StaticTopicService:
 
     # ------------------------------------------------------------------ send
 
-    def send(self, topic: str, logic_queue: int, batch: PackedBatch, idempotency_key: bytes) -> SendOutcome:
-        """Append to the leader item's physical queue; only the leader's broker accepts."""
+    def send(
+        self,
+        topic: str,
+        logic_queue: int,
+        batch: PackedBatch,
+        idempotency_key: bytes,
+        *,
+        dedup_across_segments: bool = False,
+    ) -> SendOutcome:
+        """Append to the leader item's physical queue; only the leader's broker accepts.
+        With `dedup_across_segments`, a key already stored on one of the logic queue's earlier
+        segments (before a remap) makes this a duplicate too."""
+        if dedup_across_segments and idempotency_key and self._store.stored_key(idempotency_key) is None:
+            _, chain = self._chain(topic, logic_queue)
+            earlier = self._stored_earlier(topic, chain, idempotency_key.decode())
+            if earlier is not None:
+                return SendOutcome(logic_queue, *_rest(earlier))
         with self._lock(topic):
             _, chain = self._chain(topic, logic_queue)
             item = chain[-1]
@@ -167,6 +182,17 @@ class StaticTopicService:
             out = self._messages.append_physical(topic, item.queue, batch, idempotency_key, delta, durable=False)
         self._store.wait_durable(out.end_pos)
         return SendOutcome(logic_queue, *_rest(out))
+
+    def _stored_earlier(self, topic: str, chain: Chain, key: str) -> SendOutcome | None:
+        """Double-read-check of an idempotency key over the chain's earlier segments."""
+        for item in reversed(chain[:-1]):
+            if item.bname == self._name:
+                continue
+            answer = self.access.stored_key(topic, item, key)
+            if answer is not None and answer.queue_id == item.queue and item.decided:
+                logic = item.to_logic(answer.base_offset)
+                return SendOutcome(-1, logic, answer.count, answer.base_offset, 0, True, 0)
+        return None
 
     # ------------------------------------------------------------------ reads and offsets
 

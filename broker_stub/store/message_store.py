@@ -247,6 +247,10 @@ class MessageStore:
             self._on_arrival(topic, queue_id)
         return AppendResult(base, batch.count, now, end_pos=end)
 
+    def stored_key(self, key: bytes) -> StoredBatch | None:
+        """What a batch sent with this idempotency key became, if it is still remembered."""
+        return self._idempotency.get(key)
+
     def wait_durable(self, end_pos: int) -> None:
         """With flush=sync: return once the commit log is fsynced up to `end_pos`."""
         if self.config.flush == "sync":

@@ -14,7 +14,6 @@ key, so a broker that stored the first attempt stores it only once.
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,23 +24,19 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from staticmq_spark.client.delivery import Delivery
 from staticmq_spark.client.results import SendResult
 from staticmq_spark.client.route import QueueAddress, RouteCache, TopicRouteView
 from staticmq_spark.client.rpc import Channels, invoke
-from staticmq_spark.client.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
+from staticmq_spark.client.selector import CircuitBreaker, ReachabilityDetector
+from staticmq_spark.client.targets import KEYLESS, group_rows, row_targets
 from staticmq_spark.errors import (
-    BrokerUnavailableError,
     InvalidArgumentError,
-    QueueNotFoundError,
-    QueueUnavailableError,
-    StaticMQError,
 )
-from staticmq_spark.hashing import queues_for_keys
-from staticmq_spark.protocol.codec import PackedBatch, encode_columns, split_by_bytes, take_rows
+from staticmq_spark.protocol.codec import PackedBatch, encode_columns, split_by_bytes
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.topic import ORDERS
 
-KEYLESS = -1
 DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 
 
@@ -64,14 +59,14 @@ class Producer:
         self._own_channels = channels is None
         self._channels = channels or Channels()
         self.routes = RouteCache(namesrv, self._channels)
-        self._order = order
-        self._send_timeout_s = send_timeout_s
         self._request_timeout_s = request_timeout_s
-        self._retries = retries
         self._max_request_bytes = max_request_bytes
         self.breaker = CircuitBreaker()
         self.detector = ReachabilityDetector(self._channels, enabled=active_detection, interval_s=detection_interval_s)
-        self.selector = QueueSelector([self.breaker, self.detector])
+        self.delivery = Delivery(
+            self.routes, self.breaker, self.detector, order=order, timeout_s=send_timeout_s, retries=retries
+        )
+        self.selector = self.delivery.selector
         self._id = uuid.uuid4().hex[:16]
         self._seq = itertools.count()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="staticmq-send")
@@ -147,7 +142,7 @@ class Producer:
         """Route already-packed rows: explicit queues, then keys, then the selector."""
         route = self.routes.get(topic)
         targets = self._targets(route, packed.count, keys, queue, queues)
-        groups = _group_rows(packed, targets)
+        groups = group_rows(packed, targets)
         prefix = idempotency_prefix or f"{self._id}-{next(self._seq)}"
         jobs: list[tuple[int, PackedBatch, str]] = []
         row_sets: list[npt.NDArray[np.int64]] = []
@@ -183,69 +178,15 @@ class Producer:
     def _targets(
         self, route: TopicRouteView, n: int, keys: Any, queue: int | None, queues: Any
     ) -> npt.NDArray[np.int64]:
-        total = len(route.write_queues)
-        if total == 0:
-            raise QueueNotFoundError(f"topic {route.topic!r} has no writable queue")
-        targets = np.full(n, KEYLESS, dtype=np.int64)
-        if keys is not None:
-            key_arr = keys if isinstance(keys, pa.Array | pa.ChunkedArray) else pa.array(list(keys), pa.string())
-            hashed = queues_for_keys(key_arr, total).astype(np.int64)
-            valid = np.asarray(key_arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-            targets = np.where(valid, hashed, targets)
-        if queues is not None:
-            explicit = np.asarray(queues, dtype=np.int64)
-            targets = np.where(explicit >= 0, explicit, targets)
+        targets = row_targets(route.topic, len(route.write_queues), n, keys, queues)
         if queue is not None:
-            targets[:] = queue
-        bad = targets[(targets < KEYLESS) | (targets >= total)]
-        if bad.size:
-            raise QueueNotFoundError(f"topic {route.topic!r} has {total} queues; queue {int(bad[0])} does not exist")
+            targets = row_targets(route.topic, len(route.write_queues), n, queues=np.full(n, queue))
         return targets
-
-    def _order_of(self, route: TopicRouteView) -> str:
-        return self._order or route.order or "best-tried"
 
     # ------------------------------------------------------------------ one request, with retries
 
     def _send_one(self, topic: str, target: int, batch: PackedBatch, idem_key: str) -> SendResult:
-        deadline = time.monotonic() + self._send_timeout_s
-        attempt = 0
-        tried: list[str] = []
-        while True:
-            route = self.routes.get(topic)
-            strict = self._order_of(route) == "strict"
-            candidates = self._candidates(route, target)
-            if not candidates:
-                error: StaticMQError = QueueUnavailableError(
-                    f"{_describe(topic, target)} has no available broker (its broker is down)"
-                )
-            else:
-                q = candidates[min(attempt, len(candidates) - 1)] if target == KEYLESS else candidates[0]
-                tried.append(q.broker)
-                try:
-                    return self._request(topic, q, batch, idem_key)
-                except StaticMQError as exc:
-                    if not exc.retriable:
-                        raise
-                    error = exc
-                    self.breaker.record_failure(q.broker)
-            self.routes.invalidate(topic)
-            attempt += 1
-            out_of_time = time.monotonic() >= deadline
-            if out_of_time or (not (strict and target != KEYLESS) and attempt > self._retries):
-                raise BrokerUnavailableError(
-                    f"send to {_describe(topic, target)} failed after {attempt} attempt(s) "
-                    f"({'strict order: not moved to another queue; ' if strict and target != KEYLESS else ''}"
-                    f"brokers tried: {', '.join(tried) or 'none'}): {error.message}"
-                )
-            time.sleep(min(1.0, 0.05 * 2**attempt, max(0.0, deadline - time.monotonic())))
-
-    def _candidates(self, route: TopicRouteView, target: int) -> list[QueueAddress]:
-        if target == KEYLESS:
-            self.detector.watch(route.brokers)
-            return self.selector.order(route.write_queues)
-        q = route.write_queues[target]
-        return [q] if q.available else []
+        return self.delivery.deliver(topic, target, lambda q: self._request(topic, q, batch, idem_key))
 
     def _request(self, topic: str, q: QueueAddress, batch: PackedBatch, idem_key: str) -> SendResult:
         request = pb.SendRequest(
@@ -257,7 +198,6 @@ class Producer:
         resp = invoke(
             q.broker, self._channels.broker(q.addr).Send, request, self._request_timeout_s, wait_for_ready=False
         )
-        self.breaker.record_success(q.broker)
         return SendResult(
             topic=topic,
             queue_id=resp.queue_id,
@@ -268,22 +208,3 @@ class Producer:
             store_timestamp=resp.store_timestamp,
             duplicate=resp.duplicate,
         )
-
-
-def _describe(topic: str, target: int) -> str:
-    return f"topic {topic!r}" if target == KEYLESS else f"queue {target} of topic {topic!r}"
-
-
-def _group_rows(
-    packed: PackedBatch, targets: npt.NDArray[np.int64]
-) -> list[tuple[int, PackedBatch, npt.NDArray[np.int64]]]:
-    """Rows grouped by target queue (with their input row indices), order kept within a group."""
-    first = int(targets[0])
-    if bool(np.all(targets == first)):
-        return [(first, packed, np.arange(packed.count, dtype=np.int64))]
-    order = np.argsort(targets, kind="stable")
-    ordered = take_rows(packed, order)
-    sorted_targets = targets[order]
-    cuts = np.flatnonzero(np.diff(sorted_targets)) + 1
-    bounds = [0, *cuts.tolist(), len(order)]
-    return [(int(sorted_targets[a]), ordered.slice(a, b), order[a:b]) for a, b in itertools.pairwise(bounds)]

@@ -9,11 +9,12 @@ from pyspark.sql.datasource import DataSourceReader
 
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.client.retry import with_retries
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
-from staticmq_spark.source.planner import plan_partitions, resolve_offsets, settings_of, with_retries
+from staticmq_spark.source.planner import plan_partitions, resolve_offsets, settings_of
 from staticmq_spark.source.snapshot import take_snapshot
 
 

@@ -4,33 +4,14 @@ or ends, and turning per-queue logic ranges into one Spark partition per logic q
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
-from typing import TypeVar
 
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.errors import DataLossError, InvalidOptionError, QueueUnavailableError, StaticMQError
+from staticmq_spark.errors import DataLossError, InvalidOptionError, QueueUnavailableError
 from staticmq_spark.source.options import EARLIEST, LATEST, SourceOptions, StartSpec
 from staticmq_spark.source.partition import QueuePartition, ReadSettings, SegmentRef
 from staticmq_spark.source.snapshot import TopicSnapshot
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-def with_retries(what: str, fn: Callable[[], T], timeout_s: float) -> T:
-    """Run `fn`, retrying retriable staticmq errors (a broker down or restarting) until timeout."""
-    deadline = time.monotonic() + timeout_s
-    attempt = 0
-    while True:
-        try:
-            return fn()
-        except StaticMQError as exc:
-            if not exc.retriable or time.monotonic() > deadline:
-                raise
-            attempt += 1
-            log.warning("%s failed (%s); retrying", what, exc.message)
-            time.sleep(min(2.0, 0.1 * 2**attempt))
 
 
 def resolve_offsets(snap: TopicSnapshot, spec: StartSpec, consumer: PullConsumer) -> dict[int, int]:

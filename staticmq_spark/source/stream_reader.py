@@ -26,13 +26,14 @@ from pyspark.sql.streaming.datasource import (
 
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.client.retry import with_retries
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.source import offsets as offset_json
 from staticmq_spark.source.admission import advance, count_rows, share_budget
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
-from staticmq_spark.source.planner import plan_partitions, resolve_offsets, settings_of, with_retries
+from staticmq_spark.source.planner import plan_partitions, resolve_offsets, settings_of
 from staticmq_spark.source.snapshot import TopicSnapshot, take_snapshot
 
 log = logging.getLogger(__name__)

@@ -183,6 +183,7 @@ class SendRequest(_message.Message):
     BATCH_FIELD_NUMBER: _builtins.int
     PHYSICAL_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    DEDUP_ACROSS_SEGMENTS_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     queue_id: _builtins.int
     """logic queue for static topics, physical queue otherwise"""
@@ -190,6 +191,8 @@ class SendRequest(_message.Message):
     """address the physical queue even on a static topic (broker internal)"""
     idempotency_key: _builtins.str
     """a batch sent again with the same key is stored once"""
+    dedup_across_segments: _builtins.bool
+    """static topics: also look for the key on the logic queue's earlier segments"""
     @_builtins.property
     def batch(self) -> Global___MessageBatch: ...
     def __init__(
@@ -200,10 +203,11 @@ class SendRequest(_message.Message):
         batch: Global___MessageBatch | None = ...,
         physical: _builtins.bool = ...,
         idempotency_key: _builtins.str = ...,
+        dedup_across_segments: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "idempotency_key", b"idempotency_key", "physical", b"physical", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "dedup_across_segments", b"dedup_across_segments", "idempotency_key", b"idempotency_key", "physical", b"physical", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -722,6 +726,278 @@ class WriteMappingRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WriteMappingRequest: _TypeAlias = WriteMappingRequest  # noqa: Y015
+
+@_typing.final
+class StageRequest(_message.Message):
+    """---------------------------------------------------------------- sink transactions
+
+    A chunk of rows a sink task stages on a logic queue's leader broker (invisible until commit).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WRITER_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    STAGING_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    QUEUE_ID_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    writer: _builtins.str
+    """the streaming query id (stable across restarts) or a batch write's id"""
+    batch: _builtins.int
+    """the micro-batch id"""
+    staging_id: _builtins.str
+    """one per task attempt"""
+    topic: _builtins.str
+    queue_id: _builtins.int
+    """logic queue"""
+    seq: _builtins.int
+    """chunk number within the staging id"""
+    @_builtins.property
+    def rows(self) -> Global___MessageBatch: ...
+    def __init__(
+        self,
+        *,
+        writer: _builtins.str = ...,
+        batch: _builtins.int = ...,
+        staging_id: _builtins.str = ...,
+        topic: _builtins.str = ...,
+        queue_id: _builtins.int = ...,
+        seq: _builtins.int = ...,
+        rows: Global___MessageBatch | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["rows", b"rows"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "queue_id", b"queue_id", "rows", b"rows", "seq", b"seq", "staging_id", b"staging_id", "topic", b"topic", "writer", b"writer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StageRequest: _TypeAlias = StageRequest  # noqa: Y015
+
+@_typing.final
+class StageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StageResponse: _TypeAlias = StageResponse  # noqa: Y015
+
+@_typing.final
+class StagingRef(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STAGING_ID_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    SEQS_FIELD_NUMBER: _builtins.int
+    staging_id: _builtins.str
+    chunks: _builtins.int
+    """how many chunks the task staged here"""
+    rows: _builtins.int
+    """how many rows they hold"""
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """their seq numbers (an attempt that failed may have left others: ignored)"""
+
+    def __init__(
+        self,
+        *,
+        staging_id: _builtins.str = ...,
+        chunks: _builtins.int = ...,
+        rows: _builtins.int = ...,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "rows", b"rows", "seqs", b"seqs", "staging_id", b"staging_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StagingRef: _TypeAlias = StagingRef  # noqa: Y015
+
+@_typing.final
+class StagingList(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REFS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def refs(self) -> _containers.RepeatedCompositeFieldContainer[Global___StagingRef]: ...
+    def __init__(
+        self,
+        *,
+        refs: _abc.Iterable[Global___StagingRef] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["refs", b"refs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StagingList: _TypeAlias = StagingList  # noqa: Y015
+
+@_typing.final
+class TxnDecision(_message.Message):
+    """The commit decision of one micro-batch: which staged chunks on which broker make it up."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class PartsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___StagingList: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___StagingList | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    WRITER_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTS_FIELD_NUMBER: _builtins.int
+    writer: _builtins.str
+    batch: _builtins.int
+    topic: _builtins.str
+    @_builtins.property
+    def parts(self) -> _containers.MessageMap[_builtins.str, Global___StagingList]:
+        """broker name -> its staging ids"""
+
+    def __init__(
+        self,
+        *,
+        writer: _builtins.str = ...,
+        batch: _builtins.int = ...,
+        topic: _builtins.str = ...,
+        parts: _abc.Mapping[_builtins.str, Global___StagingList] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "parts", b"parts", "topic", b"topic", "writer", b"writer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnDecision: _TypeAlias = TxnDecision  # noqa: Y015
+
+@_typing.final
+class TxnRef(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WRITER_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    writer: _builtins.str
+    batch: _builtins.int
+    def __init__(
+        self,
+        *,
+        writer: _builtins.str = ...,
+        batch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "writer", b"writer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnRef: _TypeAlias = TxnRef  # noqa: Y015
+
+@_typing.final
+class TxnState(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KNOWN_FIELD_NUMBER: _builtins.int
+    COMMITTED_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    known: _builtins.bool
+    committed: _builtins.bool
+    rows: _builtins.int
+    @_builtins.property
+    def decision(self) -> Global___TxnDecision: ...
+    def __init__(
+        self,
+        *,
+        known: _builtins.bool = ...,
+        committed: _builtins.bool = ...,
+        decision: Global___TxnDecision | None = ...,
+        rows: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed", b"committed", "decision", b"decision", "known", b"known", "rows", b"rows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnState: _TypeAlias = TxnState  # noqa: Y015
+
+@_typing.final
+class IdempotencyQuery(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IdempotencyQuery: _TypeAlias = IdempotencyQuery  # noqa: Y015
+
+@_typing.final
+class IdempotencyAnswer(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FOUND_FIELD_NUMBER: _builtins.int
+    BASE_OFFSET_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    QUEUE_ID_FIELD_NUMBER: _builtins.int
+    found: _builtins.bool
+    base_offset: _builtins.int
+    """physical"""
+    count: _builtins.int
+    queue_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        found: _builtins.bool = ...,
+        base_offset: _builtins.int = ...,
+        count: _builtins.int = ...,
+        queue_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_offset", b"base_offset", "count", b"count", "found", b"found", "queue_id", b"queue_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IdempotencyAnswer: _TypeAlias = IdempotencyAnswer  # noqa: Y015
 
 @_typing.final
 class LogicQueueLeader(_message.Message):

@@ -109,6 +109,31 @@ class BrokerStub:
                 request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.SerializeToString,
                 response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
                 _registered_method=True)
+        self.StageRows = channel.unary_unary(
+                '/staticmq.v1.Broker/StageRows',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StageRequest.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StageResponse.FromString,
+                _registered_method=True)
+        self.PrepareTxn = channel.unary_unary(
+                '/staticmq.v1.Broker/PrepareTxn',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnDecision.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
+                _registered_method=True)
+        self.CommitTxn = channel.unary_unary(
+                '/staticmq.v1.Broker/CommitTxn',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnRef.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnState.FromString,
+                _registered_method=True)
+        self.GetTxn = channel.unary_unary(
+                '/staticmq.v1.Broker/GetTxn',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnRef.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnState.FromString,
+                _registered_method=True)
+        self.QueryIdempotencyKey = channel.unary_unary(
+                '/staticmq.v1.Broker/QueryIdempotencyKey',
+                request_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.IdempotencyQuery.SerializeToString,
+                response_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.IdempotencyAnswer.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -204,6 +229,36 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StageRows(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PrepareTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryIdempotencyKey(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +336,31 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DeleteStaticTopic,
                     request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.FromString,
                     response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.SerializeToString,
+            ),
+            'StageRows': grpc.unary_unary_rpc_method_handler(
+                    servicer.StageRows,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StageRequest.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StageResponse.SerializeToString,
+            ),
+            'PrepareTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareTxn,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnDecision.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.SerializeToString,
+            ),
+            'CommitTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitTxn,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnRef.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnState.SerializeToString,
+            ),
+            'GetTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTxn,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnRef.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnState.SerializeToString,
+            ),
+            'QueryIdempotencyKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryIdempotencyKey,
+                    request_deserializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.IdempotencyQuery.FromString,
+                    response_serializer=staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.IdempotencyAnswer.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -688,6 +768,141 @@ class Broker:
             '/staticmq.v1.Broker/DeleteStaticTopic',
             staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TopicName.SerializeToString,
             staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StageRows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/StageRows',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StageRequest.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.StageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/PrepareTxn',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnDecision.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/CommitTxn',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnRef.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/GetTxn',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnRef.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.TxnState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryIdempotencyKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/staticmq.v1.Broker/QueryIdempotencyKey',
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.IdempotencyQuery.SerializeToString,
+            staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2.IdempotencyAnswer.FromString,
             options,
             channel_credentials,
             insecure,

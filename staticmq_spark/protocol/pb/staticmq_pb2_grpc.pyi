@@ -51,6 +51,11 @@ class BrokerStub:
     GetStaticTopicState: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.StaticTopicState]
     WriteMapping: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.WriteMappingRequest, _staticmq_pb2.Empty]
     DeleteStaticTopic: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.Empty]
+    StageRows: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.StageRequest, _staticmq_pb2.StageResponse]
+    PrepareTxn: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.TxnDecision, _staticmq_pb2.Empty]
+    CommitTxn: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.TxnRef, _staticmq_pb2.TxnState]
+    GetTxn: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.TxnRef, _staticmq_pb2.TxnState]
+    QueryIdempotencyKey: _grpc.UnaryUnaryMultiCallable[_staticmq_pb2.IdempotencyQuery, _staticmq_pb2.IdempotencyAnswer]
 
 @_typing.type_check_only
 class BrokerAsyncStub(BrokerStub):
@@ -70,6 +75,11 @@ class BrokerAsyncStub(BrokerStub):
     GetStaticTopicState: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.StaticTopicState]  # type: ignore[assignment]
     WriteMapping: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.WriteMappingRequest, _staticmq_pb2.Empty]  # type: ignore[assignment]
     DeleteStaticTopic: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.TopicName, _staticmq_pb2.Empty]  # type: ignore[assignment]
+    StageRows: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.StageRequest, _staticmq_pb2.StageResponse]  # type: ignore[assignment]
+    PrepareTxn: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.TxnDecision, _staticmq_pb2.Empty]  # type: ignore[assignment]
+    CommitTxn: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.TxnRef, _staticmq_pb2.TxnState]  # type: ignore[assignment]
+    GetTxn: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.TxnRef, _staticmq_pb2.TxnState]  # type: ignore[assignment]
+    QueryIdempotencyKey: _aio.UnaryUnaryMultiCallable[_staticmq_pb2.IdempotencyQuery, _staticmq_pb2.IdempotencyAnswer]  # type: ignore[assignment]
 
 class BrokerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -176,6 +186,41 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         request: _staticmq_pb2.TopicName,
         context: _ServicerContext,
     ) -> _typing.Union[_staticmq_pb2.Empty, _abc.Awaitable[_staticmq_pb2.Empty]]: ...
+
+    @_abc_1.abstractmethod
+    def StageRows(
+        self,
+        request: _staticmq_pb2.StageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.StageResponse, _abc.Awaitable[_staticmq_pb2.StageResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def PrepareTxn(
+        self,
+        request: _staticmq_pb2.TxnDecision,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.Empty, _abc.Awaitable[_staticmq_pb2.Empty]]: ...
+
+    @_abc_1.abstractmethod
+    def CommitTxn(
+        self,
+        request: _staticmq_pb2.TxnRef,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.TxnState, _abc.Awaitable[_staticmq_pb2.TxnState]]: ...
+
+    @_abc_1.abstractmethod
+    def GetTxn(
+        self,
+        request: _staticmq_pb2.TxnRef,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.TxnState, _abc.Awaitable[_staticmq_pb2.TxnState]]: ...
+
+    @_abc_1.abstractmethod
+    def QueryIdempotencyKey(
+        self,
+        request: _staticmq_pb2.IdempotencyQuery,
+        context: _ServicerContext,
+    ) -> _typing.Union[_staticmq_pb2.IdempotencyAnswer, _abc.Awaitable[_staticmq_pb2.IdempotencyAnswer]]: ...
 
 def add_BrokerServicer_to_server(servicer: BrokerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -1,0 +1,125 @@
+"""The broker half of the sink's exactly-once protocol (a two-phase commit per micro-batch).
+
+1. stage:   tasks stage chunks of rows on the leader of each logic queue (invisible, not
+            durable yet); a retried chunk (same staging id and seq) is stored once.
+2. prepare: the driver sends the decision - which staging ids on which broker make up the
+            batch - to every participant, which checks its chunks are complete, fsyncs them and
+            stores the decision durably. A decision, once stored, never changes.
+3. commit:  each participant appends its chunks to the logic queues, each with an idempotency
+            key derived from the decision (writer/batch/staging id/seq), then marks the
+            transaction committed. A chunk whose logic queue moved meanwhile is forwarded to
+            the new leader, which also looks for the key on the queue's earlier segments.
+A replayed batch (the driver died mid-commit) finds the stored decision and re-drives it, so
+exactly the first decision's rows are written, once, however the replay partitioned its rows.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from broker_stub.broker.app import BrokerApp
+from broker_stub.store.sink_staging import Chunk, SinkStaging
+from staticmq_spark.errors import ConflictError, InvalidArgumentError, NotLeaderError, StaticTopicRefusedError
+from staticmq_spark.protocol.codec import PackedBatch, validate_batch
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+
+
+class SinkService:
+    def __init__(self, app: BrokerApp) -> None:
+        self._app = app
+        self._staging = SinkStaging(app.config.data_dir / "sink")
+        self._locks: dict[tuple[str, int], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, writer: str, batch: int) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault((writer, batch), threading.Lock())
+
+    # ------------------------------------------------------------------ stage
+
+    def stage(self, req: pb.StageRequest) -> None:
+        if not self._app.static.is_static(req.topic):
+            raise StaticTopicRefusedError(f"topic {req.topic!r} is not a static topic: the sink writes static topics")
+        mapping = self._app.mapping_files.get(req.topic)
+        if mapping is None or not mapping.leads(req.queue_id):
+            raise NotLeaderError(
+                f"{self._app.name} does not lead logic queue {req.queue_id} of {req.topic!r}: refresh the route"
+            )
+        if req.batch < 0 or req.seq < 0:
+            raise InvalidArgumentError("batch and seq must be >= 0")
+        rows = PackedBatch.from_wire(req.rows.data, req.rows.sizes)
+        validate_batch(rows, self._app.config.store.max_message_bytes)
+        self._staging.stage(req.writer, req.batch, req.staging_id, req.queue_id, req.seq, rows)
+
+    # ------------------------------------------------------------------ prepare / commit
+
+    def prepare(self, decision: pb.TxnDecision) -> None:
+        with self._lock(decision.writer, decision.batch):
+            stored = self._staging.decision(decision.writer, decision.batch)
+            raw = decision.SerializeToString(deterministic=True)
+            if stored is not None:
+                if stored[0] != raw:
+                    raise ConflictError(
+                        f"transaction {decision.writer}/{decision.batch} was prepared with another decision"
+                    )
+                return
+            for ref in decision.parts[self._app.name].refs if self._app.name in decision.parts else ():
+                self._check_complete(decision, ref)
+                self._staging.make_durable(decision.writer, decision.batch, ref.staging_id)
+            self._staging.record_decision(decision.writer, decision.batch, raw, committed=False)
+
+    def _listed_chunks(self, writer: str, batch: int, ref: pb.StagingRef) -> list[Chunk]:
+        wanted = set(ref.seqs)
+        return [c for c in self._staging.chunks(writer, batch, ref.staging_id) if c.seq in wanted]
+
+    def _check_complete(self, decision: pb.TxnDecision, ref: pb.StagingRef) -> None:
+        chunks = self._listed_chunks(decision.writer, decision.batch, ref)
+        seqs = sorted(c.seq for c in chunks)
+        rows = sum(c.batch.count for c in chunks)
+        if seqs != sorted(ref.seqs) or rows != ref.rows:
+            raise ConflictError(
+                f"transaction {decision.writer}/{decision.batch}: staging {ref.staging_id} on {self._app.name} holds "
+                f"{len(seqs)} chunk(s) / {rows} row(s), the task staged {ref.chunks} / {ref.rows} "
+                "(the broker lost staged rows: the batch must be retried)"
+            )
+
+    def commit(self, ref: pb.TxnRef) -> pb.TxnState:
+        with self._lock(ref.writer, ref.batch):
+            stored = self._staging.decision(ref.writer, ref.batch)
+            if stored is None:
+                raise ConflictError(f"transaction {ref.writer}/{ref.batch} was never prepared on {self._app.name}")
+            raw, committed = stored
+            decision = pb.TxnDecision.FromString(raw)
+            rows = 0
+            if not committed:
+                parts = decision.parts[self._app.name].refs if self._app.name in decision.parts else ()
+                for staging in parts:
+                    for chunk in self._listed_chunks(ref.writer, ref.batch, staging):
+                        key = f"{ref.writer}/{ref.batch}/{staging.staging_id}/{chunk.seq}"
+                        self._append(decision.topic, chunk.queue, chunk.batch, key)
+                        rows += chunk.batch.count
+                self._staging.record_decision(ref.writer, ref.batch, raw, committed=True)
+            self._staging.drop_batches_up_to(ref.writer, ref.batch)
+            self._staging.forget_old_txns(ref.writer, ref.batch)
+            return pb.TxnState(known=True, committed=True, decision=decision, rows=rows)
+
+    def state(self, ref: pb.TxnRef) -> pb.TxnState:
+        stored = self._staging.decision(ref.writer, ref.batch)
+        if stored is None:
+            return pb.TxnState(known=False)
+        return pb.TxnState(known=True, committed=stored[1], decision=pb.TxnDecision.FromString(stored[0]))
+
+    def _append(self, topic: str, queue: int, rows: PackedBatch, key: str) -> None:
+        """Append to the logic queue's leader: here, or forwarded to the broker leading it now."""
+        mapping = self._app.mapping_files.get(topic)
+        if mapping is not None and mapping.leads(queue):
+            self._app.static.send(topic, queue, rows, key.encode(), dedup_across_segments=True)
+            return
+        request = pb.SendRequest(
+            topic=topic,
+            queue_id=queue,
+            batch=pb.MessageBatch(data=rows.data, sizes=rows.sizes_bytes()),
+            idempotency_key=key,
+            dedup_across_segments=True,
+        )
+        self._app.peers.send_to_leader(topic, queue, request)

@@ -1,0 +1,1 @@
+"""The Spark sink: `df.writeStream.format("staticmq")` / `df.write.format("staticmq")`."""

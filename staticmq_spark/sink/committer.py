@@ -1,0 +1,84 @@
+"""Driver side of the sink's two-phase commit (see broker_stub/broker/sink_service.py).
+
+commit(batch): look for a decision a previous run already stored for this (writer, batch) on any
+live broker and re-drive it if there is one; else build the decision from the tasks' commit
+messages. Prepare it on every participant, then commit on every participant. All calls are
+idempotent, so a commit interrupted anywhere is completed by the next attempt or the replay.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+from staticmq_spark.client.admin import Admin
+from staticmq_spark.client.retry import with_retries
+from staticmq_spark.errors import BrokerUnavailableError
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.sink.options import SinkOptions
+
+log = logging.getLogger(__name__)
+
+
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task staged: per broker, the chunk seqs and row count of its staging id."""
+
+    def __init__(
+        self, writer: str, batch: int, staging_id: str, parts: dict[str, tuple[list[int], int]], rows: int
+    ) -> None:
+        self.writer = writer
+        self.batch = batch
+        self.staging_id = staging_id
+        self.parts = parts
+        self.rows = rows
+
+
+def decision_of(topic: str, writer: str, batch: int, messages: Sequence[WriterCommitMessage | None]) -> pb.TxnDecision:
+    parts: dict[str, list[pb.StagingRef]] = {}
+    for m in messages:
+        if not isinstance(m, SinkCommitMessage):
+            continue
+        for broker, (seqs, rows) in sorted(m.parts.items()):
+            parts.setdefault(broker, []).append(
+                pb.StagingRef(staging_id=m.staging_id, chunks=len(seqs), rows=rows, seqs=sorted(seqs))
+            )
+    return pb.TxnDecision(
+        writer=writer,
+        batch=batch,
+        topic=topic,
+        parts={b: pb.StagingList(refs=sorted(refs, key=lambda r: r.staging_id)) for b, refs in parts.items()},
+    )
+
+
+def commit_batch(opts: SinkOptions, writer: str, batch: int, messages: Sequence[WriterCommitMessage | None]) -> int:
+    """Make the batch's staged rows visible, exactly once; returns the rows committed now."""
+    fresh = decision_of(opts.topic, writer, batch, messages)
+
+    def attempt() -> int:
+        with Admin(opts.namesrv, wait_for_ready=False) as admin:
+            live = {b.name: b.addr for b in admin.cluster_info()}
+            decision = _stored_decision(admin, live, writer, batch) or fresh
+            missing = sorted(set(decision.parts) - set(live))
+            if missing:
+                raise BrokerUnavailableError(f"sink commit of batch {batch}: participant broker(s) {missing} are down")
+            for broker in sorted(decision.parts):
+                admin.call(broker, admin.stub(live[broker]).PrepareTxn, decision)
+            ref = pb.TxnRef(writer=writer, batch=batch)
+            return sum(admin.call(b, admin.stub(live[b]).CommitTxn, ref).rows for b in sorted(decision.parts))
+
+    if not fresh.parts:
+        return 0
+    rows = with_retries(f"committing sink batch {batch}", attempt, opts.send_timeout_ms / 1000)
+    log.info("staticmq sink: batch %d of %s committed (%d rows written now)", batch, writer, rows)
+    return rows
+
+
+def _stored_decision(admin: Admin, live: dict[str, str], writer: str, batch: int) -> pb.TxnDecision | None:
+    ref = pb.TxnRef(writer=writer, batch=batch)
+    for name, addr in sorted(live.items()):
+        state = admin.call(name, admin.stub(addr).GetTxn, ref)
+        if state.known:
+            return state.decision
+    return None

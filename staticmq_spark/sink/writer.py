@@ -1,0 +1,65 @@
+"""The sink's writers: streaming (one transaction per micro-batch, identified by the query id,
+which survives restarts from the checkpoint) and batch (one transaction per write)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from staticmq_spark.errors import InternalError
+from staticmq_spark.sink.committer import SinkCommitMessage, commit_batch
+from staticmq_spark.sink.options import SinkOptions
+from staticmq_spark.sink.stager import Stager
+
+log = logging.getLogger(__name__)
+
+
+def _stage_all(opts: SinkOptions, writer: str, batch: int, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    stager = Stager(opts, writer, batch)
+    for rb in iterator:
+        if rb.num_rows:
+            stager.stage_arrow(rb)
+    return SinkCommitMessage(writer, batch, stager.staging_id, stager.staged(), stager.rows)
+
+
+class StaticMQStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        ctx = TaskContext.get()
+        query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+        if not query_id or batch_id is None:
+            raise InternalError("the staticmq stream writer runs outside a streaming micro-batch task")
+        return _stage_all(self.opts, query_id, int(batch_id), iterator)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        writers = {m.writer for m in messages if isinstance(m, SinkCommitMessage)}
+        if len(writers) > 1:
+            raise InternalError(f"one micro-batch staged under several query ids: {sorted(writers)}")
+        if writers:
+            commit_batch(self.opts, writers.pop(), batchId, messages)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("staticmq sink: micro-batch %d aborted; its staged rows are never made visible", batchId)
+
+
+class StaticMQBatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+        self.writer = f"batch-{uuid.uuid4().hex}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return _stage_all(self.opts, self.writer, 0, iterator)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        commit_batch(self.opts, self.writer, 0, messages)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        log.warning("staticmq sink: write %s aborted; its staged rows are never made visible", self.writer)
