@@ -212,3 +212,8 @@ def test_bad_pop_arguments_are_refused(local_cluster, unique_topic) -> None:
             consumer.receive(5000, 1.0, wait_s=0)
         with pytest.raises(InvalidArgumentError, match="invisible time"):
             consumer.receive(1, 0.01, wait_s=0)
+    with (
+        PopConsumer(c.namesrv, "g" * 200, topic) as consumer,
+        pytest.raises(InvalidArgumentError, match="use a shorter group name"),
+    ):
+        consumer.receive(1, 1.0, wait_s=0)

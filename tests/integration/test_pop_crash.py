@@ -47,3 +47,24 @@ def test_a_second_crash_after_the_revive_does_not_duplicate_retries(local_cluste
         c.start_broker("broker-0")
         back = drain(consumer, 3.0)
     assert sorted((m.body, m.reconsume_times) for m in back) == [(b"a", 1), (b"b", 1)]
+
+
+def test_order_pop_after_kill_9_redelivers_in_order_without_the_acked_ones(local_cluster, unique_topic) -> None:
+    c = local_cluster(brokers=1)
+    topic = unique_topic("popcrashorder")
+    create_topic(c.namesrv, topic, queues=1)
+    with Producer(c.namesrv) as producer:
+        producer.send_batch(topic, [f"m{i}" for i in range(8)], queue=0)
+    with PopConsumer(c.namesrv, "gco", topic, order=True) as consumer:
+        first = consumer.receive(5, invisible_time=2.0, wait_s=2)
+        assert consumer.ack_batch([first[0], first[1], first[3]]).acked == 3
+        c.kill_broker("broker-0")
+        c.start_broker("broker-0")
+        assert consumer.receive(5, invisible_time=2.0, wait_s=0.3) == [], "still blocked after the restart"
+        seen = []
+        deadline = time.monotonic() + 10
+        while len(seen) < 5 and time.monotonic() < deadline:
+            batch = consumer.receive(5, invisible_time=5.0, wait_s=1)
+            consumer.ack_batch(batch)
+            seen += [(m.body.decode(), m.reconsume_times) for m in batch]
+    assert seen == [("m2", 1), ("m4", 1), ("m5", 0), ("m6", 0), ("m7", 0)]

@@ -131,3 +131,10 @@ def test_an_order_checkpoint_with_everything_done_before_is_finished_at_once() -
     table = CheckpointTable()
     ck = table.add(1, record(count=2, order=True, done_before=b"\x01\x01", attempts=b"\x00" * 8))
     assert ck.pending == 0 and len(table) == 0
+
+
+def test_a_lapsed_order_checkpoint_answers_late_acks_as_expired() -> None:
+    table = CheckpointTable()
+    table.add(1, record(count=2, order=True, done_before=b"\x00\x00", attempts=b"\x01\x00\x00\x00" * 2))
+    table.retire(1)
+    assert outcomes(table, handles([1], [0], NOW + 10_000)) == [AckOutcome.EXPIRED]

@@ -24,15 +24,23 @@ from staticmq_spark.protocol.ack_outcomes import AckOutcome
 PENDING = 0
 ACKED = 1
 SUPERSEDED = 2  # change_invisible_time moved the message to a newer CK
-REVIVED = 3  # sent back through the retry topic (or, order pop, its invisible time ended)
+REVIVED = 3  # sent back through the retry topic
 DONE_BEFORE = 4  # order pop: done before this delivery, never handed out
+LAPSED = 5  # order pop: its invisible time ended; the lane redelivers it in order
 
 RETIRED_CAPACITY = 65_536
 INDEX_BITS = 24  # a CK holds fewer than 2**24 messages
 
 
 _BY_STATE = np.array(
-    [AckOutcome.OK, AckOutcome.ALREADY_ACKED, AckOutcome.SUPERSEDED, AckOutcome.REVIVED, AckOutcome.ALREADY_ACKED],
+    [
+        AckOutcome.OK,
+        AckOutcome.ALREADY_ACKED,
+        AckOutcome.SUPERSEDED,
+        AckOutcome.REVIVED,
+        AckOutcome.ALREADY_ACKED,
+        AckOutcome.EXPIRED,
+    ],
     dtype=np.uint8,
 )
 
@@ -180,10 +188,12 @@ class CheckpointTable:
     def reschedule(self, ck: CheckPoint, due_ms: int) -> None:
         heapq.heappush(self._due, (due_ms, ck.ck_id))
 
-    def retire(self, ck_id: int, state: int = REVIVED) -> CheckPoint | None:
-        """End a CK: its pending messages get `state`."""
+    def retire(self, ck_id: int, state: int | None = None) -> CheckPoint | None:
+        """End a CK: its pending messages get `state` (default: REVIVED, LAPSED for order pop)."""
         ck = self._live.get(ck_id)
         if ck is not None:
+            if state is None:
+                state = LAPSED if ck.record.order else REVIVED
             ck.states[ck.states == PENDING] = state
             ck.pending = 0
             self._retire(ck)

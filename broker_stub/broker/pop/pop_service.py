@@ -34,9 +34,9 @@ from broker_stub.broker.pop.records import CkRecord, DoneRecord, Record
 from broker_stub.broker.pop.requeue import Requeue
 from broker_stub.broker.pop.retry_rows import origin_fields, revived_rows
 from broker_stub.broker.pop.sources import RETRY, PopSources, PopTarget, QueueRead, check_init_mode
-from staticmq_spark.errors import InvalidArgumentError, StaticMQError
+from staticmq_spark.errors import InvalidArgumentError, InvalidTopicNameError, StaticMQError
 from staticmq_spark.protocol.codec import PackedBatch, take_rows
-from staticmq_spark.protocol.names import validate_group, validate_topic
+from staticmq_spark.protocol.names import dlq_topic, retry_topic, validate_group, validate_topic
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,9 @@ class PopService:
     def _draft_order(self, query: PopQuery, target: PopTarget, limit: int, now: int) -> Draft | None:
         key = (query.group, target.topic, target.queue_id)
         lane = self._state.lanes.get(key)
+        stale: list[int] = []  # CKs of a lane built for an older leader generation (a remap)
         if lane is None or lane.gen != target.gen:
+            stale = list(lane.inflight) if lane is not None else []
             start = self._sources.initial_offset(query.group, target, query.init_mode)
             lane = OrderLane(target.gen, start, start)
             with self._state.lock:
@@ -244,7 +246,7 @@ class PopService:
         offsets = got.logic_offsets()
         with self._state.lock:
             plan = lane.plan(offsets, limit, self._max_reconsume)
-            retire = lane.drop_finished(now)
+            retire = stale + lane.drop_finished(now)
         if plan.dead.size:
             self._dead_letter(query, target, got, plan.dead)
         nxt = got.next_offset if plan.count == got.rows.count else int(offsets[plan.count])
@@ -359,6 +361,14 @@ def _check(query: PopQuery) -> None:
     if query.wait_ms < 0:
         raise InvalidArgumentError(f"wait_ms must be >= 0, got {query.wait_ms}")
     check_init_mode(query.init_mode)
+    try:
+        validate_topic(retry_topic(query.group, query.topic), allow_system=True)
+        validate_topic(dlq_topic(query.group), allow_system=True)
+    except InvalidTopicNameError as exc:
+        raise InvalidArgumentError(
+            f"group {query.group!r} cannot pop {query.topic!r}: its retry or dead-letter topic name is invalid "
+            f"({exc.message}); use a shorter group name"
+        ) from None
 
 
 def _rotate(items: list[PopTarget], start: int) -> list[PopTarget]:

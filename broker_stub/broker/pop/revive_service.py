@@ -1,7 +1,7 @@
 """Revive: when a CK's invisible time is over (plus a small margin), its un-acked messages go back
 through the group's retry topic with their reconsume count raised, or - past the max reconsume
-count - to the group's DLQ; then a DONE row ends the CK. An order CK is never revived: its lane
-simply opens again (waiting pops are woken) and the next pop redelivers in order.
+count - to the group's DLQ; then a DONE row ends the CK. An order CK is never revived: it ends
+(a DONE row), its lane opens again (waiting pops are woken) and the next pop redelivers in order.
 
 Where due CKs come from:
 - buffer merge on (default): the in-memory CK buffer, where acks were matched as they came;
@@ -104,8 +104,10 @@ class ReviveService:
         """Revive every CK due at `now_ms`; returns how many CKs were ended."""
         with self._state.lock:
             due = self._state.table.take_due(now_ms - self._margin_ms)
-        woken = {(ck.record.group, ck.record.origin_topic) for ck in due if ck.record.order}
-        for group, topic in woken:
+            lapsed = [ck for ck in due if ck.record.order]
+            if lapsed:  # order CKs end here: their lanes (in the checkpoint snapshot) redeliver
+                self._state.commit([DoneRecord(np.array([ck.ck_id for ck in lapsed], dtype=np.int64))])
+        for group, topic in {(ck.record.group, ck.record.origin_topic) for ck in lapsed}:
             self._notifier.notify(*group_wake_key(group, topic))
         if self._follower is not None:
             self._follower.catch_up()
