@@ -18,7 +18,7 @@ successor that locks it after the broker-side expiry never overlaps this consume
 Offsets: each queue starts at the group's committed offset (earliest or latest when none) and
 moves past what poll handed out; with auto_commit the position is committed by the next pull of
 that queue (and by commit() and close()): messages handed out but not yet committed are
-delivered again to whoever holds the queue next.
+delivered again to whoever holds the queue next. A consumer object is for one thread.
 """
 
 from __future__ import annotations

@@ -9,7 +9,12 @@ is acked in time.
 
 `receive` asks one broker at a time, starting from the next one in turn, first without waiting;
 when none has anything it long-polls them in turn until `wait_s` is over. Answers travel
-columnar (packed rows plus per-message arrays) and become PopMessage tuples only here.
+columnar (packed rows plus per-message arrays) and become PopMessage tuples only here. Acks go
+to the broker that popped the message (`PopMessage.broker`), one request per broker for a batch.
+
+`order=True` is order pop: a queue with messages in flight for the group hands out nothing more
+until they are acked or their invisible time ends, and then redelivers them first, in order.
+A consumer object is for one thread; create one per thread (they may share `channels`).
 """
 
 from __future__ import annotations

@@ -86,9 +86,9 @@ def test_never_acked_messages_come_back_then_go_to_the_dlq(local_cluster, unique
     with PopConsumer(c.namesrv, "gdlq", topic) as consumer:
         started = time.monotonic()
         first = consumer.receive(10, invisible_time=1.0, wait_s=2)
+        deliveries += [(m.body, m.reconsume_times, time.monotonic() - started) for m in first]
         assert sorted(m.body for m in first) == [b"a", b"b", b"c"]
         assert consumer.receive(10, invisible_time=1.0, wait_s=0.3) == []  # invisible meanwhile
-        deliveries += [(m.body, m.reconsume_times, time.monotonic() - started) for m in first]
         while time.monotonic() - started < 10 and len(deliveries) < 9:
             for m in consumer.receive(10, invisible_time=1.0, wait_s=1):
                 deliveries.append((m.body, m.reconsume_times, time.monotonic() - started))

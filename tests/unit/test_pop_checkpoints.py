@@ -120,7 +120,7 @@ def test_revived_checkpoints_leave_the_buffer_and_answer_late_acks_as_revived() 
 
 
 def test_retired_memory_is_bounded() -> None:
-    table = CheckpointTable(retired_capacity=2)
+    table = CheckpointTable(retired_bytes=8)  # two CKs of four messages
     for ck_id in range(4):
         table.add(ck_id, record())
         table.retire(ck_id)

@@ -79,3 +79,21 @@ def test_a_row_with_an_unknown_tag_is_refused() -> None:
     row[28:32] = b"nope"
     with pytest.raises(RecordFormatError, match="unknown tag"):
         decode_row(memoryview(bytes(row)))
+
+
+def test_acks_are_stored_as_runs_and_read_back_sorted() -> None:
+    ids = np.array([9, 4, 4, 4, 9, 4], dtype=np.int64)
+    idx = np.array([0, 2, 0, 1, 1, 7], dtype=np.int64)
+    row = encode_ack(ids, idx)
+    whole_batch = encode_ack(np.full(1000, 3, dtype=np.int64), np.arange(1000, dtype=np.int64))
+    assert len(whole_batch) < 60, "one run for a whole batch"
+    ack = decode_row(memoryview(row))
+    assert isinstance(ack, AckRecord)
+    assert list(zip(ack.ck_ids.tolist(), ack.indices.tolist(), strict=True)) == [
+        (4, 0),
+        (4, 1),
+        (4, 2),
+        (4, 7),
+        (9, 0),
+        (9, 1),
+    ]

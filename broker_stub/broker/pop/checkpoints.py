@@ -3,8 +3,9 @@ acks are matched first (buffer merge). Pure bookkeeping, no I/O: the caller pers
 change in the revive log before applying it here, under one lock.
 
 A CK leaves the buffer when no message of it is pending any more (acked, superseded by a newer
-CK of change_invisible_time, or revived). Its final states stay in a bounded `retired` memory so
-that a late ack is answered precisely ("already acked", "superseded", "revived").
+CK of change_invisible_time, or revived). Its final states stay in a `retired` memory bounded by
+RETIRED_BYTES (oldest forgotten first) so that a late ack is answered precisely ("already acked",
+"superseded", "revived"); beyond it the answer is "unknown".
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ REVIVED = 3  # sent back through the retry topic
 DONE_BEFORE = 4  # order pop: done before this delivery, never handed out
 LAPSED = 5  # order pop: its invisible time ended; the lane redelivers it in order
 
-RETIRED_CAPACITY = 65_536
+RETIRED_BYTES = 8 << 20  # memory for the final states of retired CKs (one byte per message)
 INDEX_BITS = 24  # a CK holds fewer than 2**24 messages
 
 
@@ -84,11 +85,12 @@ class Verdict:
 
 
 class CheckpointTable:
-    def __init__(self, retired_capacity: int = RETIRED_CAPACITY) -> None:
+    def __init__(self, retired_bytes: int = RETIRED_BYTES) -> None:
         self._live: dict[int, CheckPoint] = {}  # insertion order = ck_id order
         self._due: list[tuple[int, int]] = []  # heap of (due ms, ck_id)
         self._retired: OrderedDict[int, RetiredCk] = OrderedDict()
-        self._retired_capacity = retired_capacity
+        self._retired_budget = retired_bytes
+        self._retired_used = 0
 
     def __len__(self) -> int:
         return len(self._live)
@@ -202,8 +204,10 @@ class CheckpointTable:
     def _retire(self, ck: CheckPoint) -> None:
         self._live.pop(ck.ck_id, None)
         self._retired[ck.ck_id] = RetiredCk(ck.record.group, ck.record.origin_topic, ck.states)
-        while len(self._retired) > self._retired_capacity:
-            self._retired.popitem(last=False)
+        self._retired_used += len(ck.states)
+        while self._retired_used > self._retired_budget:
+            _, gone = self._retired.popitem(last=False)
+            self._retired_used -= len(gone.states)
 
 
 def _by_ck(ck_ids: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]) -> list[tuple[int, npt.NDArray[np.int64]]]:

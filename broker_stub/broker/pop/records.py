@@ -15,8 +15,9 @@ CK body (one popped batch of one queue):
 queue's pop offset stands once this CK is stored (-1: the CK does not move it, as for the CK of
 change_invisible_time). A CK's id is the revive-log offset of its row.
 
-ACK body: count u32 | ck_ids i64[count] | indices u32[count]. A SUP row has the same body: those
-messages were moved to a newer CK by change_invisible_time (written in the same append as it).
+ACK body, as runs of consecutive messages of one CK (a whole batch acked is one run):
+runs u32 | ck_ids i64[runs] | first indices u32[runs] | lengths u32[runs]. A SUP row has the same
+body: those messages were moved to a newer CK by change_invisible_time (in the same append as it).
 DONE body: count u32 | ck_ids i64[count] - the CKs revived or replaced; their state ends here.
 """
 
@@ -122,7 +123,20 @@ def encode_ck(ck: CkRecord) -> bytes:
 
 
 def encode_ack(ck_ids: npt.NDArray[np.int64], indices: npt.NDArray[np.int64], *, superseded: bool = False) -> bytes:
-    body = _COUNT.pack(len(ck_ids)) + ck_ids.astype("<i8").tobytes() + indices.astype("<u4").tobytes()
+    if len(ck_ids) == 0:
+        return _row(TAG_SUPERSEDE if superseded else TAG_ACK, _COUNT.pack(0))
+    order = np.lexsort((indices, ck_ids))
+    ids, idx = ck_ids[order], indices[order]
+    starts = np.flatnonzero(np.concatenate(([True], (ids[1:] != ids[:-1]) | (idx[1:] != idx[:-1] + 1))))
+    lengths = np.diff(np.concatenate((starts, [len(ids)])))
+    body = b"".join(
+        [
+            _COUNT.pack(len(starts)),
+            ids[starts].astype("<i8").tobytes(),
+            idx[starts].astype("<u4").tobytes(),
+            lengths.astype("<u4").tobytes(),
+        ]
+    )
     return _row(TAG_SUPERSEDE if superseded else TAG_ACK, body)
 
 
@@ -164,16 +178,24 @@ def decode_row(row: memoryview) -> Record:
         if tag == TAG_CK:
             return _decode_ck(body)
         if tag in (TAG_ACK, TAG_SUPERSEDE):
-            n = _COUNT.unpack_from(body)[0]
-            ck_ids = np.frombuffer(body, dtype="<i8", count=n, offset=4).astype(np.int64)
-            indices = np.frombuffer(body, dtype="<u4", count=n, offset=4 + 8 * n).astype(np.int64)
-            return AckRecord(ck_ids, indices, superseded=tag == TAG_SUPERSEDE)
+            return _decode_ack(body, superseded=tag == TAG_SUPERSEDE)
         if tag == TAG_DONE:
             n = _COUNT.unpack_from(body)[0]
             return DoneRecord(np.frombuffer(body, dtype="<i8", count=n, offset=4).astype(np.int64))
     except (struct.error, ValueError) as exc:
         raise RecordFormatError(f"revive-log {tag!r} row is malformed: {exc}") from None
     raise RecordFormatError(f"revive-log row has unknown tag {tag!r}")
+
+
+def _decode_ack(body: memoryview, *, superseded: bool) -> AckRecord:
+    runs = _COUNT.unpack_from(body)[0]
+    ids = np.frombuffer(body, dtype="<i8", count=runs, offset=4).astype(np.int64)
+    firsts = np.frombuffer(body, dtype="<u4", count=runs, offset=4 + 8 * runs).astype(np.int64)
+    lengths = np.frombuffer(body, dtype="<u4", count=runs, offset=4 + 12 * runs).astype(np.int64)
+    total = int(lengths.sum())
+    run_starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    indices = np.repeat(firsts - run_starts, lengths) + np.arange(total, dtype=np.int64)
+    return AckRecord(np.repeat(ids, lengths), indices, superseded)
 
 
 def _decode_ck(body: memoryview) -> CkRecord:

@@ -176,3 +176,4 @@ class ReviveService:
             self._requeue.to_dlq(rec.group, out, f"revive-{ck.ck_id}-dlq")
         else:
             self._requeue.to_retry(rec.group, rec.origin_topic, out, f"revive-{ck.ck_id}-retry")
+            self._notifier.notify(*group_wake_key(rec.group, rec.origin_topic))  # its retry topic may be new
