@@ -6,7 +6,7 @@
             batch - to every participant, which checks its chunks are complete, fsyncs them and
             stores the decision durably. A decision, once stored, never changes.
 3. commit:  each participant appends its chunks to the logic queues, each with an idempotency
-            key derived from the decision (writer/batch/staging id/seq), then marks the
+            key derived from the decision (writer/batch/broker/staging id/seq), then marks the
             transaction committed. A chunk whose logic queue moved meanwhile is forwarded to
             the new leader, which also looks for the key on the queue's earlier segments.
 A replayed batch (the driver died mid-commit) finds the stored decision and re-drives it, so
@@ -95,7 +95,7 @@ class SinkService:
                 parts = decision.parts[self._app.name].refs if self._app.name in decision.parts else ()
                 for staging in parts:
                     for chunk in self._listed_chunks(ref.writer, ref.batch, staging):
-                        key = f"{ref.writer}/{ref.batch}/{staging.staging_id}/{chunk.seq}"
+                        key = f"{ref.writer}/{ref.batch}/{self._app.name}/{staging.staging_id}/{chunk.seq}"
                         self._append(decision.topic, chunk.queue, chunk.batch, key)
                         rows += chunk.batch.count
                 self._staging.record_decision(ref.writer, ref.batch, raw, committed=True)

@@ -4,6 +4,10 @@ commit(batch): look for a decision a previous run already stored for this (write
 live broker and re-drive it if there is one; else build the decision from the tasks' commit
 messages. Prepare it on every participant, then commit on every participant. All calls are
 idempotent, so a commit interrupted anywhere is completed by the next attempt or the replay.
+
+A broker that the name server still lists but that does not answer could hold a stored
+decision, so the commit waits (retrying up to sendTimeoutMs) until it answers or the name server
+expires it: correctness before progress.
 """
 
 from __future__ import annotations
