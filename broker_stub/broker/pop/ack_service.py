@@ -52,10 +52,9 @@ class AckService:
         batch = self._signer.verify(handles)
         if batch.count > MAX_ACK_HANDLES:
             raise InvalidArgumentError(f"an ack carries at most {MAX_ACK_HANDLES} handles, got {batch.count}")
-        now = int(time.time() * 1000)
         end = -1
-        with self._state.lock:
-            verdict = self._state.table.judge(batch, group, topic, now)
+        with self._state.lock:  # the clock is read under the lock the revive thread takes too
+            verdict = self._state.table.judge(batch, group, topic, int(time.time() * 1000))
             if verdict.accepted:
                 _, end = self._state.commit([AckRecord(verdict.ck_ids, verdict.indices)])
             moves = self._state.take_offset_moves()
@@ -74,8 +73,8 @@ class AckService:
         batch = self._signer.verify(handle)
         if batch.count != 1:
             raise InvalidArgumentError(f"change_invisible_time takes one receipt handle, got {batch.count}")
-        now = int(time.time() * 1000)
         with self._state.lock:
+            now = int(time.time() * 1000)
             verdict = self._state.table.judge(batch, group, topic, now)
             outcome = int(verdict.outcomes[0])
             if outcome != AckOutcome.OK:

@@ -96,13 +96,16 @@ class ReviveService:
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             try:
-                self.revive_due(int(time.time() * 1000))
+                self.revive_due()
             except Exception:
                 log.exception("pop revive failed")
 
-    def revive_due(self, now_ms: int) -> int:
-        """Revive every CK due at `now_ms`; returns how many CKs were ended."""
+    def revive_due(self) -> int:
+        """Revive every CK due now; returns how many CKs were ended. The clock is read under the
+        state lock, so an ack judged before this (not expired) is applied before, and any ack
+        judged after finds the CK expired: a message is either acked or revived, never both."""
         with self._state.lock:
+            now_ms = int(time.time() * 1000)
             due = self._state.table.take_due(now_ms - self._margin_ms)
             lapsed = [ck for ck in due if ck.record.order]
             if lapsed:  # order CKs end here: their lanes (in the checkpoint snapshot) redeliver
