@@ -33,7 +33,7 @@ def test_order_pop_delivers_in_order_with_redelivery(local_cluster, unique_topic
         consumed += bodies(first[:3])
         assert consumer.receive(5, invisible_time=1.0, wait_s=0.3) == [], "the queue is blocked while m03 is out"
         time.sleep(0.8)
-        again = consumer.receive(5, invisible_time=1.0, wait_s=3)
+        again = consumer.receive(5, invisible_time=5.0, wait_s=3)
         assert bodies(again) == ["m03", "m04", "m05", "m06", "m07"]
         assert [m.reconsume_times for m in again] == [1, 1, 0, 0, 0]
         # ack out of order: m05 first; the queue stays blocked until all of them are acked
