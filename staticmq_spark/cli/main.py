@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from staticmq_spark.cli import admin_cmds, io_cmds, server_cmds
+from staticmq_spark.cli import admin_cmds, demo_cmd, io_cmds, server_cmds
 from staticmq_spark.errors import StaticMQError
 
 EXIT_ERROR = 1
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     server_cmds.register(sub)
     admin_cmds.register(sub)
     io_cmds.register(sub)
+    demo_cmd.register(sub)
     return parser
 
 

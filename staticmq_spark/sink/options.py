@@ -27,7 +27,7 @@ SINK_OPTIONS = {
     "activedetection": "true or false: probe brokers to skip unreachable ones for keyless rows",
     "requestbytes": "positive integer: bytes per staging request",
 }
-IGNORED = {"path", "checkpointlocation"}
+IGNORED = {"path", "checkpointlocation", "queryname"}  # keys Spark itself adds
 COLUMNS = {
     "key": "string: the logic queue is hash(key) mod totalQueues",
     "value": "string or binary (required): the message body",

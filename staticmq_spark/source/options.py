@@ -34,7 +34,7 @@ SOURCE_OPTIONS = {
     "pullbatchsize": "positive integer: messages per pull request (executors)",
     "retrytimeoutms": "positive integer: how long reads retry an unavailable broker before failing",
 }
-IGNORED = {"path", "checkpointlocation"}  # keys Spark itself may add
+IGNORED = {"path", "checkpointlocation", "queryname"}  # keys Spark itself may add
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,52 @@
+"""`staticmq demo`: the main job on an embedded local cluster (see staticmq_spark.demo)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from staticmq_spark.errors import InvalidOptionError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run the main job end to end on a local cluster and verify it",
+        description=(
+            "Starts a name server and brokers in a temporary directory, produces keyed page views into a "
+            "static topic, runs a Spark streaming job that computes per-user statistics and writes them back "
+            "keyed by hash to a second static topic, remaps the input topic while the job runs, then verifies "
+            "and reports. Exit status 1 if any check failed."
+        ),
+    )
+    p.add_argument("--events", type=int, default=50_000, help="page views to produce (default 50000)")
+    p.add_argument("--users", type=int, default=400, help="distinct users, i.e. keys (default 400)")
+    p.add_argument("--rate", type=float, default=5_000.0, help="events per second to produce at (default 5000)")
+    p.add_argument("--brokers", type=int, default=3, help="brokers in the local cluster (2 or more; default 3)")
+    p.add_argument("--queues", type=int, default=8, help="logic queues per static topic (default 8)")
+    p.add_argument("--data-dir", type=Path, help="keep the cluster and checkpoint here instead of a temp dir")
+    p.add_argument("--json", type=Path, help="also write the report as JSON to this file")
+    p.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from staticmq_spark.demo.runner import DemoSettings, print_report, run_demo, write_json
+
+    if args.events <= 0 or args.users <= 0 or args.rate <= 0 or args.queues <= 0:
+        raise InvalidOptionError("--events, --users, --rate and --queues must be positive")
+    if args.brokers < 2:
+        raise InvalidOptionError("--brokers must be at least 2 (the demo remaps between brokers)")
+    settings = DemoSettings(
+        events=args.events,
+        users=args.users,
+        rate=args.rate,
+        brokers=args.brokers,
+        queues=args.queues,
+        data_dir=args.data_dir,
+    )
+    report = run_demo(settings)
+    print_report(report)
+    if args.json:
+        write_json(report, args.json)
+    return 0 if report.ok else 1
