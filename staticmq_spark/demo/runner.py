@@ -65,7 +65,8 @@ def run_demo(settings: DemoSettings, echo: Any = print) -> DemoReport:
             admin.update_static_topic(INPUT_TOPIC, settings.queues, brokers=brokers[:2])
             admin.update_static_topic(OUTPUT_TOPIC, settings.queues, cluster=cluster.cluster_name)
         echo(
-            f"static topics {INPUT_TOPIC!r} (on {brokers[:2]}) and {OUTPUT_TOPIC!r}: {settings.queues} logic queues each"
+            f"static topics {INPUT_TOPIC!r} (on {brokers[:2]}) and {OUTPUT_TOPIC!r}: "
+            f"{settings.queues} logic queues each"
         )
         from staticmq_spark.demo.pipeline import demo_session, start_user_stats
 
