@@ -18,13 +18,13 @@ log = logging.getLogger("staticmq.cli")
 
 def register(sub: Any) -> None:
     p = sub.add_parser("cluster", help="run a name server and N brokers until SIGINT/SIGTERM")
-    p.add_argument("--brokers", type=int, default=2, help="number of brokers (broker-0, broker-1, ...)")
-    p.add_argument("--data-dir", required=True, type=Path, help="cluster directory; restarting on it recovers all data")
-    p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (0: any free port)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--cluster", default="DefaultCluster", help="cluster name")
-    p.add_argument("--flush", choices=["sync", "async"], default="sync")
-    p.add_argument("--config", type=Path, help="TOML file with [broker] and [store] settings")
+    p.add_argument("--brokers", type=int, default=None, help="number of brokers (broker-0, ...; default 2)")
+    p.add_argument("--data-dir", type=Path, help="cluster directory; restarting on it recovers all data")
+    p.add_argument("--namesrv-port", type=int, default=None, help="name server port (default 9876; 0: any free)")
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--cluster", default=None, help="cluster name (default DefaultCluster)")
+    p.add_argument("--flush", choices=["sync", "async"], default=None, help="flush policy (default sync)")
+    p.add_argument("--config", type=Path, help="TOML file: [cluster], [namesrv], [broker] and [store] settings")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
     p.add_argument("--ready-file", type=Path, help="write the cluster's addresses and pids here once serving")
     p.set_defaults(handler=cmd_cluster)
@@ -97,19 +97,53 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     return 0
 
 
+CLUSTER_KEYS = {"brokers": 2, "data_dir": None, "namesrv_port": 9876, "host": "127.0.0.1", "name": "DefaultCluster"}
+
+
+def cluster_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """[cluster] and [namesrv] from --config, overridden by command-line flags."""
+    from broker_stub.config import load_toml
+
+    file_cfg = load_toml(args.config) if args.config else {}
+    section = dict(file_cfg.get("cluster", {}))
+    unknown = sorted(set(section) - set(CLUSTER_KEYS))
+    if unknown:
+        raise InvalidOptionError(f"unknown key(s) {unknown} in [cluster]; accepted: {sorted(CLUSTER_KEYS)}")
+    namesrv = dict(file_cfg.get("namesrv", {}))
+    if set(namesrv) - {"broker_timeout_ms"}:
+        raise InvalidOptionError(f"unknown key(s) {sorted(set(namesrv) - {'broker_timeout_ms'})} in [namesrv]")
+    out = {**CLUSTER_KEYS, **section, "broker_timeout_ms": namesrv.get("broker_timeout_ms", 10_000)}
+    flags = {
+        "brokers": args.brokers,
+        "data_dir": args.data_dir,
+        "namesrv_port": args.namesrv_port,
+        "host": args.host,
+        "name": args.cluster,
+    }
+    out.update({k: v for k, v in flags.items() if v is not None})
+    if out["data_dir"] is None:
+        raise InvalidOptionError("give --data-dir (or data_dir in the [cluster] section of --config)")
+    out["flush"] = args.flush or file_cfg.get("store", {}).get("flush", "sync")
+    out["heartbeat_ms"] = file_cfg.get("broker", {}).get("heartbeat_interval_ms", 2000)
+    return out
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from staticmq_spark.testing import LocalCluster
 
+    settings = cluster_settings(args)
     store = parse_sets(args.set)
     cluster = LocalCluster(
-        brokers=args.brokers,
-        data_dir=args.data_dir,
-        namesrv_port=args.namesrv_port,
-        host=args.host,
-        cluster=args.cluster,
-        flush=args.flush,
+        brokers=int(settings["brokers"]),
+        data_dir=Path(settings["data_dir"]),
+        namesrv_port=int(settings["namesrv_port"]),
+        host=str(settings["host"]),
+        cluster=str(settings["name"]),
+        flush=str(settings["flush"]),
         store=store,
         config_file=args.config,
+        broker_timeout_ms=int(settings["broker_timeout_ms"]),
+        heartbeat_ms=int(settings["heartbeat_ms"]),
     )
     stop = threading.Event()
 
@@ -126,7 +160,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             tmp.write_text(json.dumps(info, indent=1))
             tmp.replace(args.ready_file)
         print(json.dumps(info), flush=True)
-        log.info("cluster %s serving: name server %s, brokers %s", args.cluster, info["namesrv"], cluster.broker_names)
+        log.info(
+            "cluster %s serving: name server %s, brokers %s", settings["name"], info["namesrv"], cluster.broker_names
+        )
         while not stop.wait(1.0):
             pass
     finally:

@@ -64,3 +64,33 @@ def test_bad_arguments_are_refused(cluster_process) -> None:
     assert out.returncode != 0 and "-c CLUSTER or -b" in out.stderr
     out = staticmq("pull", "-n", c.namesrv, "-t", "t", "--from", "yesterday")
     assert out.returncode != 0
+
+
+def test_cluster_started_from_the_example_config_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import signal
+    import time
+    from pathlib import Path
+
+    example = (Path(__file__).resolve().parents[2] / "conf" / "cluster.toml").read_text()
+    config = tmp_path / "cluster.toml"
+    config.write_text(
+        example.replace('data_dir = "./staticmq-data"', f'data_dir = "{tmp_path / "data"}"').replace(
+            "namesrv_port = 9876", "namesrv_port = 0"
+        )
+    )
+    ready = tmp_path / "ready.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "staticmq_spark.cli", "cluster", "--config", str(config), "--ready-file", str(ready)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        info = json.loads(ready.read_text())
+        assert sorted(info["brokers"]) == ["broker-0", "broker-1", "broker-2"]
+        assert (tmp_path / "data" / "broker-2" / "broker.json").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
