@@ -253,3 +253,35 @@ def test_delete_removes_the_static_topic_from_every_broker(local_cluster, unique
         admin.update_static_topic(topic, 2, cluster="DefaultCluster")
         assert sorted(admin.delete_topic(topic)) == ["broker-0", "broker-1"]
         assert all(s.mapping is None and s.config is None for s in admin.static.gather(topic).values())
+
+
+def test_items_whose_data_retention_removed_are_dropped_from_the_chain(local_cluster, unique_topic) -> None:
+    store = {
+        "segment_bytes": 256 * 1024,
+        "max_batch_bytes": 128 * 1024,
+        "retention_bytes": 512 * 1024,
+        "retention_check_interval_ms": 100,
+    }
+    c = local_cluster(brokers=2, store=store)
+    topic, filler = unique_topic("static"), unique_topic("filler")
+    with Admin(c.namesrv) as admin, Producer(c.namesrv) as producer, PullConsumer(c.namesrv) as consumer:
+        admin.update_static_topic(topic, 1, brokers=["broker-0"])
+        admin.update_topic(filler, brokers=["broker-0"], read_queues=1, write_queues=1)
+        producer.send_batch(topic, [b"old" * 100] * 50, queue=0)
+        admin.remapping_static_topic(topic, brokers=["broker-1"])
+        wait_route(c.namesrv, topic, {0: "broker-1"})
+        producer.send_batch(topic, [b"new"] * 5, queue=0)
+        for _ in range(12):  # roll broker-0's log past the old segment; retention deletes it
+            producer.send_batch(filler, [b"x" * 1000] * 100, queue=0)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            state = admin.static.gather(topic)["broker-0"]
+            if state.physical[0].min_offset == state.physical[0].max_offset == 50:
+                break
+            time.sleep(0.2)
+        assert consumer.pull(topic, 0, 0).status is PullStatus.OFFSET_MOVED
+        admin.remapping_static_topic(topic, brokers=["broker-0"])
+        report, _ = admin.static.status(topic)
+        assert report.ok
+        assert [i.bname for i in report.chains[0]] == ["broker-1", "broker-0"], "the expired gen-0 item is gone"
+        assert [b for _, b in read_queue(consumer, topic, 0)] == [b"new"] * 5
