@@ -29,9 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
 
+from redis_server import RedisServer, redis_available
+
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.errors import TopicNotFoundError
 from staticmq_spark.testing import LocalCluster
@@ -49,50 +48,12 @@ BODY_BYTES = 100
 PRODUCE_BATCH = 1000
 PULL_BATCH = 10_000
 WARMUP_BATCHES = 100
-INSTALL_HINT = (
-    "redis-server is not installed; this benchmark starts its own Redis.\n"
-    "Install it with:  sudo apt-get update && sudo apt-get install -y redis-server\n"
-    "(and redis-py with hiredis:  pip install 'redis[hiredis]')"
-)
 
 Batches = list[list[bytes]]
 Runner = Callable[[int], Callable[[], None]]  # setup(run index) -> the timed part
 
 
 # ------------------------------------------------------------------------------------------ Redis
-
-
-class RedisServer:
-    """A throw-away redis-server: AOF on, fsync every second, no RDB snapshots."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="bench-redis-"))
-        self.port = _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> Any:
-        import redis
-
-        args = ["--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir), "--save", ""]
-        args += ["--appendonly", "yes", "--appendfsync", "everysec", "--logfile", "redis.log"]
-        self.proc = subprocess.Popen(["redis-server", *args], stdin=subprocess.DEVNULL)
-        client = redis.Redis(host="127.0.0.1", port=self.port)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                return client
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.__exit__()
-                    raise
-                time.sleep(0.05)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def redis_produce(client: Any, stream: str, batches: Batches) -> Callable[[], None]:
@@ -200,25 +161,13 @@ def make_batches(messages: int) -> Batches:
     return [bodies[i : i + PRODUCE_BATCH] for i in range(0, messages, PRODUCE_BATCH)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=500_000, help="messages per run (multiple of 1000)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per test; the best is reported")
     parser.add_argument("--json", action="store_true", help="print the results as JSON (the table goes to stderr)")
     args = parser.parse_args(argv)
-    if shutil.which("redis-server") is None:
-        print(INSTALL_HINT, file=sys.stderr)
-        return 2
-    try:
-        import redis  # noqa: F401
-    except ImportError:
-        print(INSTALL_HINT, file=sys.stderr)
+    if not redis_available():
         return 2
     messages = max(PRODUCE_BATCH, args.messages // PRODUCE_BATCH * PRODUCE_BATCH)
     batches = make_batches(messages)
