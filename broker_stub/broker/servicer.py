@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from broker_stub.broker.app import BrokerApp
-from broker_stub.broker.message_service import PullOutcome, PullQuery
+from broker_stub.broker.message_service import PullOutcome, PullQuery, QueueOffsetInfo
 from broker_stub.broker.sink_service import SinkService
 from broker_stub.rpc_errors import rpc_method
 from staticmq_spark.errors import InvalidArgumentError, StaticTopicRefusedError
@@ -80,17 +80,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             infos = self.app.static.logic_offsets(request.topic)
         else:
             infos = self.app.messages.topic_offsets(request.topic)
-        return pb.TopicOffsetsResponse(
-            queues=[
-                pb.QueueOffsets(
-                    queue_id=i.queue_id,
-                    min_offset=i.min_offset,
-                    max_offset=i.max_offset,
-                    last_store_timestamp=i.last_store_timestamp,
-                )
-                for i in infos
-            ]
-        )
+        return pb.TopicOffsetsResponse(queues=[encode_offsets(i) for i in infos])
 
     @rpc_method
     def SearchOffset(self, request: pb.SearchOffsetRequest, context: grpc.ServicerContext) -> pb.OffsetResponse:
@@ -161,13 +151,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     def GetQueueOffsets(self, request: pb.QueueRef, context: grpc.ServicerContext) -> pb.QueueOffsets:
         self.app.topics.require(request.topic)
         info = self.app.messages.physical_offsets(request.topic, request.queue_id)
-        return pb.QueueOffsets(
-            queue_id=info.queue_id,
-            min_offset=info.min_offset,
-            max_offset=info.max_offset,
-            last_store_timestamp=info.last_store_timestamp,
-            avg_message_bytes=info.avg_message_bytes,
-        )
+        return encode_offsets(info)
 
     @rpc_method
     def GetStaticTopicState(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.StaticTopicState:
@@ -178,16 +162,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             foreign_bname=state.foreign_bname,
             has_config=state.config is not None,
             config=state.config.to_pb() if state.config is not None else None,
-            physical_queues=[
-                pb.QueueOffsets(
-                    queue_id=i.queue_id,
-                    min_offset=i.min_offset,
-                    max_offset=i.max_offset,
-                    last_store_timestamp=i.last_store_timestamp,
-                    avg_message_bytes=i.avg_message_bytes,
-                )
-                for i in state.physical
-            ],
+            physical_queues=[encode_offsets(i) for i in state.physical],
         )
 
     @rpc_method
@@ -238,6 +213,16 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             start_timestamp=self.app.start_timestamp,
             flush=self.app.config.store.flush,
         )
+
+
+def encode_offsets(info: QueueOffsetInfo) -> pb.QueueOffsets:
+    return pb.QueueOffsets(
+        queue_id=info.queue_id,
+        min_offset=info.min_offset,
+        max_offset=info.max_offset,
+        last_store_timestamp=info.last_store_timestamp,
+        avg_message_bytes=info.avg_message_bytes,
+    )
 
 
 def encode_pull(out: PullOutcome) -> pb.PullResponse:
