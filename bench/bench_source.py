@@ -1,0 +1,279 @@
+"""Spark source: end-to-end rows/s of a streaming query over a static topic vs an in-memory source (issue 4).
+
+    python bench/bench_source.py [--messages 1000000] [--queues 8] [--brokers 1] [--repeat 5] [--warmup 2] [--json]
+
+One run, one Spark session (local[2], UI off, Python worker reuse on), one machine:
+- staticmq: a `LocalCluster(brokers=--brokers)` (broker flush=async) with a static topic of
+  --queues logic queues, filled beforehand with --messages 100-byte messages (batches of 1000
+  bodies, `Producer.send_batch(..., queue=q)` round-robin, so every logic queue holds the same
+  number). Query: `readStream.format("staticmq")` with `startingOffsets=earliest` (default options:
+  properties included, 10000 messages per pull), `trigger(availableNow=True)`, `format("noop")`.
+- reference: a Python DataSource defined here (`bench_memory`), a `DataSourceStreamReader` +
+  `SupportsTriggerAvailableNow` with one partition per logic queue, whose read() yields prebuilt
+  pyarrow RecordBatches from a memory-mapped Arrow IPC file (one file per partition, in the
+  page cache: no copy, no decoding, no network). The batches are THE SAME ones the staticmq source
+  yields: built before timing by planning the topic with the source's own driver code
+  (`take_snapshot` + `plan_partitions`) and reading each partition with its executor code
+  (`read_partition`), so schema (`arrow_schema(True)`), row counts per batch, column contents and
+  partitioning are identical. Same query shape (availableNow, noop sink).
+Spark is warmed up first (--warmup untimed runs of each side), then the sides run alternately
+--repeat times, each into a fresh checkpoint. For each run: rows / wall-clock seconds from
+`start()` to the end of `awaitTermination()`, and Spark's processedRowsPerSecond (the sum of
+numInputRows over the sum of triggerExecution durations of the query's progress reports: the
+micro-batches only, without query start-up). The median run is reported (best in --json too).
+Target: staticmq >= 0.7x the reference (wall-clock rows/s, medians).
+
+Exit status is 0 whatever the results. --json prints JSON on stdout (the table goes to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
+
+from staticmq_spark.client import Admin, Producer
+from staticmq_spark.data_source import StaticMQDataSource
+from staticmq_spark.source.executor import read_partition
+from staticmq_spark.source.options import parse_source_options
+from staticmq_spark.source.planner import plan_partitions, settings_of
+from staticmq_spark.source.schema import arrow_schema, spark_schema
+from staticmq_spark.source.snapshot import take_snapshot
+from staticmq_spark.testing import LocalCluster
+
+BODY_BYTES = 100
+PRODUCE_BATCH = 1000
+TOPIC = "bench-source"
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.python.worker.reuse": "true",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
+}
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ the in-memory reference source
+
+
+class MemoryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Everything in one micro-batch: offset 0 -> 1, one partition per prebuilt file."""
+
+    def __init__(self, path: str, partitions: int) -> None:
+        self.path = path
+        self.count = partitions
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"batch": 0}
+
+    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
+        return {"batch": 1}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.count)] if start["batch"] < end["batch"] else []
+
+    def read(self, partition: InputPartition) -> Any:  # type: ignore[override]
+        source = pa.ipc.open_file(pa.memory_map(f"{self.path}/part-{partition.value}.arrow"))
+        for i in range(source.num_record_batches):
+            yield source.get_batch(i)
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass
+
+
+class MemorySource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "bench_memory"
+
+    def schema(self) -> StructType:
+        return spark_schema(True)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MemoryStreamReader(self.options["path"], int(self.options["partitions"]))
+
+
+# ----------------------------------------------------------------------------------- setting up
+
+
+def produce(namesrv: str, messages: int, queues: int) -> None:
+    blob = os.urandom(messages * BODY_BYTES)
+    bodies = [blob[i : i + BODY_BYTES] for i in range(0, len(blob), BODY_BYTES)]
+    with Admin(namesrv) as admin, Producer(namesrv, active_detection=False) as producer:
+        admin.update_static_topic(TOPIC, queues, cluster="DefaultCluster")
+        deadline = time.monotonic() + 30
+        while not producer.routes.get(TOPIC, refresh=True).is_static:  # wait for the name server
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no route for {TOPIC}")
+            time.sleep(0.05)
+        t0 = time.perf_counter()
+        for n, i in enumerate(range(0, messages, PRODUCE_BATCH)):
+            producer.send_batch(TOPIC, bodies[i : i + PRODUCE_BATCH], queue=n % queues)
+        log(f"  produced {messages:,} messages in {time.perf_counter() - t0:.1f} s")
+
+
+def prebuild(namesrv: str, path: str) -> list[int]:
+    """Plan and read the whole topic with the source's own code; one Arrow IPC file per partition."""
+    opts = parse_source_options({"namesrv": namesrv, "topic": TOPIC, "startingOffsets": "earliest"}, streaming=True)
+    with Admin(namesrv) as admin:
+        snap = take_snapshot(admin, TOPIC)
+    parts = plan_partitions(snap, snap.earliest(), snap.latest(), settings_of(opts))
+    schema, rows = arrow_schema(True), []
+    for p in parts:
+        rows.append(0)
+        with pa.ipc.new_file(f"{path}/part-{p.queue}.arrow", schema) as sink:
+            for batch in read_partition(p):
+                if not batch.schema.equals(schema):
+                    raise RuntimeError(f"unexpected schema {batch.schema}")
+                sink.write_batch(batch)
+                rows[-1] += batch.num_rows
+    return rows
+
+
+def spark_session() -> SparkSession:
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    builder = SparkSession.builder.master("local[2]").appName("staticmq-bench-source")
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(StaticMQDataSource)
+    spark.dataSource.register(MemorySource)
+    return spark
+
+
+# ------------------------------------------------------------------------------------- measuring
+
+
+def run_query(spark: SparkSession, fmt: str, options: dict[str, str], checkpoint: str) -> dict[str, Any]:
+    reader = spark.readStream.format(fmt)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    df = reader.load()
+    t0 = time.perf_counter()
+    query = df.writeStream.format("noop").trigger(availableNow=True).option("checkpointLocation", checkpoint).start()
+    query.awaitTermination()
+    elapsed = time.perf_counter() - t0
+    if query.exception() is not None:
+        raise RuntimeError(f"{fmt} query failed: {query.exception()}")
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    return {
+        "rows": rows,
+        "seconds": round(elapsed, 3),
+        "rows_per_s": rows / elapsed,
+        "spark_rows_per_s": rows / busy if busy else 0.0,
+        "batches": len(progress),
+        "outside_batches_s": round(elapsed - busy, 3),  # query start-up, planning of no batch, stop
+    }
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "rows_per_s_median": round(statistics.median(r["rows_per_s"] for r in runs)),
+        "rows_per_s_best": round(max(r["rows_per_s"] for r in runs)),
+        "spark_rows_per_s_median": round(statistics.median(r["spark_rows_per_s"] for r in runs)),
+        "outside_batches_s_median": round(statistics.median(r["outside_batches_s"] for r in runs), 2),
+        "runs": [
+            {**r, "rows_per_s": round(r["rows_per_s"]), "spark_rows_per_s": round(r["spark_rows_per_s"])} for r in runs
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the topic (multiple of 1000)")
+    parser.add_argument("--queues", type=int, default=8, help="logic queues of the static topic")
+    parser.add_argument("--brokers", type=int, default=1, help="brokers of the LocalCluster")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of each side")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed runs of each side first")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON (the table goes to stderr)")
+    args = parser.parse_args(argv)
+    args.repeat = max(1, args.repeat)
+    messages = max(PRODUCE_BATCH * args.queues, args.messages // PRODUCE_BATCH * PRODUCE_BATCH)
+    log(f"{messages:,} messages of {BODY_BYTES} B in {args.queues} logic queues on {args.brokers} broker(s)")
+
+    results: dict[str, list[dict[str, Any]]] = {"staticmq": [], "reference": []}
+    with tempfile.TemporaryDirectory(prefix="bench-source-") as tmp:
+        store = {"flush_interval_ms": 1000}
+        with LocalCluster(brokers=args.brokers, data_dir=f"{tmp}/cluster", flush="async", store=store) as cluster:
+            produce(cluster.namesrv, messages, args.queues)
+            os.makedirs(f"{tmp}/ref")
+            per_part = prebuild(cluster.namesrv, f"{tmp}/ref")
+            log(f"  reference batches: {sum(per_part):,} rows in {args.queues} files")
+            spark = spark_session()
+            sides = {
+                "staticmq": ("staticmq", {"namesrv": cluster.namesrv, "topic": TOPIC, "startingOffsets": "earliest"}),
+                "reference": ("bench_memory", {"path": f"{tmp}/ref", "partitions": str(args.queues)}),
+            }
+            try:
+                for n in range(args.warmup + args.repeat):
+                    for side, (fmt, options) in sides.items():
+                        r = run_query(spark, fmt, options, f"{tmp}/checkpoints/{side}-{n}")
+                        if r["rows"] != messages:
+                            raise RuntimeError(f"{side} read {r['rows']:,} rows, expected {messages:,}")
+                        timed = n >= args.warmup
+                        if timed:
+                            results[side].append(r)
+                        label = f"run {n - args.warmup + 1}/{args.repeat}" if timed else "warm-up"
+                        log(
+                            f"  {side:<9} {label:<8} {r['rows_per_s']:>11,.0f} rows/s ({r['seconds']:.2f} s), "
+                            f"Spark {r['spark_rows_per_s']:>11,.0f} rows/s, {r['batches']} batch(es), "
+                            f"{r['outside_batches_s']:.2f} s outside batches"
+                        )
+            finally:
+                spark.stop()
+
+    sm, ref = summary(results["staticmq"]), summary(results["reference"])
+    ratio = sm["rows_per_s_median"] / ref["rows_per_s_median"]
+    spark_ratio = sm["spark_rows_per_s_median"] / ref["spark_rows_per_s_median"]
+
+    def row(label: str, d: dict[str, Any]) -> str:
+        return (
+            f"{label:<34} {d['rows_per_s_median']:>11,} {d['rows_per_s_best']:>11,} "
+            f"{d['spark_rows_per_s_median']:>13,} {d['outside_batches_s_median']:>14.2f} s"
+        )
+
+    lines = [
+        f"{'side (median of ' + str(args.repeat) + ')':<34} {'rows/s':>11} {'best':>11} {'Spark rows/s':>13}"
+        f" {'outside batches':>16}",
+        row(f"staticmq ({args.brokers} broker(s))", sm),
+        row("in-memory Arrow reference", ref),
+        f"ratio staticmq / reference: {ratio:.2f}x wall clock, {spark_ratio:.2f}x Spark processedRowsPerSecond; "
+        f"target >= 0.7x: {'PASS' if ratio >= 0.7 else 'FAIL'}",
+    ]
+    print("\n".join(lines), file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        config = {k: getattr(args, k) for k in ("queues", "brokers", "repeat", "warmup")}
+        config.update(messages=messages, body_bytes=BODY_BYTES, statistic="median")
+        out = {"config": config, "staticmq": sm, "reference": ref, "ratio": round(ratio, 3)}
+        out.update(spark_ratio=round(spark_ratio, 3), target=0.7, passed=ratio >= 0.7)
+        print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
