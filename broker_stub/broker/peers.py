@@ -76,6 +76,11 @@ class Peers:
         timeout = self._timeout_s + request.wait_ms / 1000
         return self._call(bname, lambda s: s.Pull(request, timeout=timeout))
 
+    def pull_future(self, bname: str, request: pb.PullRequest) -> grpc.Future[pb.PullResponse]:
+        """Start a pull without waiting for it (read-ahead); errors surface at .result()."""
+        future: grpc.Future[pb.PullResponse] = self._stub(bname).Pull.future(request, timeout=self._timeout_s)
+        return future
+
     def queue_offsets(self, bname: str, topic: str, queue_id: int) -> pb.QueueOffsets:
         ref = pb.QueueRef(topic=topic, queue_id=queue_id, physical=True)
         return self._call(bname, lambda s: s.GetQueueOffsets(ref, timeout=self._timeout_s))

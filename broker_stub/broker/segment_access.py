@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from broker_stub.broker.message_service import MessageService, PullQuery
 from broker_stub.broker.peers import Peers
+from broker_stub.broker.read_ahead import ReadAhead
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.message_store import MessageStore, ReadResult, ReadStatus
 from staticmq_spark.errors import StaticMQError
@@ -47,6 +48,7 @@ class SegmentAccess:
         self._offsets = offsets
         self._peers = peers
         self._cache: dict[tuple[str, str, int], tuple[float, Bounds]] = {}
+        self._read_ahead = ReadAhead(peers.pull_future)
         self._lock = threading.Lock()
 
     def local(self, item: MappingItem) -> bool:
@@ -58,16 +60,27 @@ class SegmentAccess:
         if self.local(item):
             query = PullQuery(topic, item.queue, offset, max_messages, max_bytes, wait_ms, physical=True)
             return _from_local(self._messages.read_physical(query))
-        request = pb.PullRequest(
-            topic=topic,
-            queue_id=item.queue,
-            offset=offset,
-            max_messages=max_messages,
-            max_bytes=max_bytes,
-            wait_ms=wait_ms,
-            physical=True,
-        )
-        return _from_remote(self._peers.pull(item.bname, request), offset)
+        key = (item.bname, topic, item.queue, offset, max_messages, max_bytes)
+        answer = self._read_ahead.take(key)
+        if answer is None:
+            request = pb.PullRequest(
+                topic=topic,
+                queue_id=item.queue,
+                offset=offset,
+                max_messages=max_messages,
+                max_bytes=max_bytes,
+                wait_ms=wait_ms,
+                physical=True,
+            )
+            answer = self._peers.pull(item.bname, request)
+        read = _from_remote(answer, offset)
+        fenced = item.end_offset >= 0
+        if fenced and read.status is ReadStatus.FOUND and read.next_offset < item.end_offset:
+            full = read.next_offset - offset == max_messages
+            next_limit = min(max_messages, item.end_offset - read.next_offset)
+            if full:
+                self._read_ahead.start((item.bname, topic, item.queue, read.next_offset, next_limit, max_bytes))
+        return read
 
     def bounds(self, topic: str, item: MappingItem) -> Bounds:
         if self.local(item):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from staticmq_spark.mapping.items import Chain
+from staticmq_spark.mapping.items import UNDECIDED, Chain
 from staticmq_spark.protocol.codec import _ranges_to_indices
 
 OPEN_END = np.iinfo(np.int64).max >> 20  # larger than any logic offset, still safe in composite keys
@@ -48,16 +48,19 @@ class Segment:
 class SegmentTable:
     def __init__(self, chains: Mapping[int, Chain]) -> None:
         rows: list[tuple[int, int, int, str, int, int, int]] = []
+        open_end = int(OPEN_END)
         for q in sorted(chains):
-            decided = [i for i in chains[q] if i.decided]
+            decided = [i for i in chains[q] if i.logic_offset != UNDECIDED]
+            last = len(decided) - 1
             for n, item in enumerate(decided):
+                delta = item.logic_offset - item.start_offset  # inlined: this loop sees every item
                 if item.end_offset >= 0:
-                    end = item.to_logic(item.end_offset)
-                elif n + 1 < len(decided):
+                    end = item.end_offset + delta
+                elif n < last:
                     end = decided[n + 1].logic_offset
                 else:
-                    end = int(OPEN_END)
-                rows.append((q, item.logic_offset, end, item.bname, item.queue, item.gen, item.offset_delta))
+                    end = open_end
+                rows.append((q, item.logic_offset, end, item.bname, item.queue, item.gen, delta))
         self.brokers = sorted({r[3] for r in rows})
         index = {b: i for i, b in enumerate(self.brokers)}
         self.queue_of = np.array([r[0] for r in rows], dtype=np.int64)
@@ -114,20 +117,20 @@ class ResolvedRanges:
         ]
 
     def by_range(self, count: int) -> list[list[Segment]]:
-        """Segments grouped per requested range (k = 0..count-1)."""
+        """Segments grouped per requested range (k = 0..count-1); columns convert to Python once."""
         out: list[list[Segment]] = [[] for _ in range(count)]
-        t = self.table
-        for r in range(len(self.owner)):
-            i = int(self.item[r])
-            out[int(self.owner[r])].append(
-                Segment(
-                    int(t.queue_of[i]),
-                    t.brokers[int(t.broker[i])],
-                    int(t.physical_queue[i]),
-                    int(t.gen[i]),
-                    int(self.logic_start[r]),
-                    int(self.logic_end[r]),
-                    int(t.delta[i]),
-                )
-            )
+        t, idx = self.table, self.item
+        columns = zip(
+            self.owner.tolist(),
+            t.queue_of[idx].tolist(),
+            t.broker[idx].tolist(),
+            t.physical_queue[idx].tolist(),
+            t.gen[idx].tolist(),
+            self.logic_start.tolist(),
+            self.logic_end.tolist(),
+            t.delta[idx].tolist(),
+            strict=True,
+        )
+        for owner, q, broker, queue, gen, start, end, delta in columns:
+            out[owner].append(Segment(q, t.brokers[broker], queue, gen, start, end, delta))
         return out
