@@ -4,11 +4,15 @@
             durable yet); a retried chunk (same staging id and seq) is stored once.
 2. prepare: the driver sends the decision - which staging ids on which broker make up the
             batch - to every participant, which checks its chunks are complete, fsyncs them and
-            stores the decision durably. A decision, once stored, never changes.
-3. commit:  each participant appends its chunks to the logic queues, each with an idempotency
-            key derived from the decision (writer/batch/broker/staging id/seq), then marks the
-            transaction committed. A chunk whose logic queue moved meanwhile is forwarded to
-            the new leader, which also looks for the key on the queue's earlier segments.
+            stores the decision durably. A decision, once stored, never changes. Before the
+            decision it stores the plan of its commit: the chunks of each logic queue
+            in order (staging id, then seq), cut into appends of at most 16 MiB (or
+            store.max_batch_bytes if smaller).
+3. commit:  each participant makes the planned appends to the logic queues, each with an
+            idempotency key derived from the decision (writer/batch/broker/staging id/seq of
+            its first chunk, "+n" for n further chunks), then marks the transaction committed.
+            An append whose logic queue moved meanwhile is forwarded to the new leader, which
+            also looks for the key on the queue's earlier segments.
 A replayed batch (the driver died mid-commit) finds the stored decision and re-drives it, so
 exactly the first decision's rows are written, once, however the replay partitioned its rows.
 """
@@ -18,10 +22,33 @@ from __future__ import annotations
 import threading
 
 from broker_stub.broker.app import BrokerApp
-from broker_stub.store.sink_staging import Chunk, SinkStaging
-from staticmq_spark.errors import ConflictError, InvalidArgumentError, NotLeaderError, StaticTopicRefusedError
+from broker_stub.store.sink_staging import ChunkInfo, SinkStaging
+from staticmq_spark.errors import (
+    ConflictError,
+    DataLossError,
+    InvalidArgumentError,
+    NotLeaderError,
+    StaticTopicRefusedError,
+)
 from staticmq_spark.protocol.codec import PackedBatch, validate_batch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+
+APPEND_BYTES = 16 << 20  # staged chunks of one logic queue are appended together, up to this size
+
+
+def plan_appends(chunks: list[tuple[str, ChunkInfo]], limit: int) -> list[tuple[int, list[tuple[str, int]]]]:
+    """The commit's appends: the chunks of each logic queue in their order (staging id, then
+    seq), cut into appends of at most `limit` bytes (a larger chunk alone)."""
+    plan: list[tuple[int, list[tuple[str, int]]]] = []
+    open_append: dict[int, tuple[list[tuple[str, int]], int]] = {}
+    for staging_id, info in chunks:
+        members, size = open_append.get(info.queue, ([], 0))
+        if not members or size + info.data_len > limit:
+            members, size = [], 0
+            plan.append((info.queue, members))
+        members.append((staging_id, info.seq))
+        open_append[info.queue] = (members, size + info.data_len)
+    return plan
 
 
 class SinkService:
@@ -63,25 +90,27 @@ class SinkService:
                         f"transaction {decision.writer}/{decision.batch} was prepared with another decision"
                     )
                 return
+            chunks: list[tuple[str, ChunkInfo]] = []
             for ref in decision.parts[self._app.name].refs if self._app.name in decision.parts else ():
-                self._check_complete(decision, ref)
+                chunks += [(ref.staging_id, info) for info in self._check_complete(decision, ref)]
                 self._staging.make_durable(decision.writer, decision.batch, ref.staging_id)
+            limit = min(APPEND_BYTES, self._app.config.store.max_batch_bytes)
+            self._staging.record_plan(decision.writer, decision.batch, plan_appends(chunks, limit))
             self._staging.record_decision(decision.writer, decision.batch, raw, committed=False)
 
-    def _listed_chunks(self, writer: str, batch: int, ref: pb.StagingRef) -> list[Chunk]:
+    def _check_complete(self, decision: pb.TxnDecision, ref: pb.StagingRef) -> list[ChunkInfo]:
+        """The staged chunks the decision lists, in seq order, if they are all there."""
         wanted = set(ref.seqs)
-        return [c for c in self._staging.chunks(writer, batch, ref.staging_id) if c.seq in wanted]
-
-    def _check_complete(self, decision: pb.TxnDecision, ref: pb.StagingRef) -> None:
-        chunks = self._listed_chunks(decision.writer, decision.batch, ref)
-        seqs = sorted(c.seq for c in chunks)
-        rows = sum(c.batch.count for c in chunks)
-        if seqs != sorted(ref.seqs) or rows != ref.rows:
+        index = self._staging.index(decision.writer, decision.batch, ref.staging_id)
+        chunks = [info for seq, info in sorted(index.items()) if seq in wanted]
+        rows = sum(c.count for c in chunks)
+        if [c.seq for c in chunks] != sorted(ref.seqs) or rows != ref.rows:
             raise ConflictError(
                 f"transaction {decision.writer}/{decision.batch}: staging {ref.staging_id} on {self._app.name} holds "
-                f"{len(seqs)} chunk(s) / {rows} row(s), the task staged {ref.chunks} / {ref.rows} "
+                f"{len(chunks)} chunk(s) / {rows} row(s), the task staged {ref.chunks} / {ref.rows} "
                 "(the broker lost staged rows: the batch must be retried)"
             )
+        return chunks
 
     def commit(self, ref: pb.TxnRef) -> pb.TxnState:
         with self._lock(ref.writer, ref.batch):
@@ -92,16 +121,50 @@ class SinkService:
             decision = pb.TxnDecision.FromString(raw)
             rows = 0
             if not committed:
-                parts = decision.parts[self._app.name].refs if self._app.name in decision.parts else ()
-                for staging in parts:
-                    for chunk in self._listed_chunks(ref.writer, ref.batch, staging):
-                        key = f"{ref.writer}/{ref.batch}/{self._app.name}/{staging.staging_id}/{chunk.seq}"
-                        self._append(decision.topic, chunk.queue, chunk.batch, key)
-                        rows += chunk.batch.count
+                rows = self._append_planned(decision, ref)
                 self._staging.record_decision(ref.writer, ref.batch, raw, committed=True)
             self._staging.drop_batches_up_to(ref.writer, ref.batch)
             self._staging.forget_old_txns(ref.writer, ref.batch)
             return pb.TxnState(known=True, committed=True, decision=decision, rows=rows)
+
+    def _append_planned(self, decision: pb.TxnDecision, ref: pb.TxnRef) -> int:
+        """Make the planned appends; returns the rows appended (duplicates included)."""
+        plan = self._plan(decision, ref)
+        indexes = {
+            staging_id: self._staging.index(ref.writer, ref.batch, staging_id)
+            for staging_id in {s for _, members in plan for s, _ in members}
+        }
+        rows = 0
+        for queue, members in plan:
+            chunks = []
+            for staging_id, seq in members:
+                info = indexes[staging_id].get(seq)
+                if info is None:
+                    raise DataLossError(f"staged chunk {staging_id}/{seq} of {ref.writer}/{ref.batch} is missing")
+                chunks.append(self._staging.read(ref.writer, ref.batch, staging_id, info))
+            batch = PackedBatch.concat(chunks)
+            self._append(decision.topic, queue, batch, self._key(ref, members))
+            rows += batch.count
+        return rows
+
+    def _plan(self, decision: pb.TxnDecision, ref: pb.TxnRef) -> list[tuple[int, list[tuple[str, int]]]]:
+        """The appends prepare planned; for a decision prepared before plans existed, one append
+        per staged chunk the decision lists (what such a broker did)."""
+        plan = self._staging.plan(ref.writer, ref.batch)
+        if plan is not None:
+            return plan
+        out = []
+        for staging in decision.parts[self._app.name].refs if self._app.name in decision.parts else ():
+            index = self._staging.index(ref.writer, ref.batch, staging.staging_id)
+            wanted = set(staging.seqs)
+            out += [(info.queue, [(staging.staging_id, seq)]) for seq, info in sorted(index.items()) if seq in wanted]
+        return out
+
+    def _key(self, ref: pb.TxnRef, members: list[tuple[str, int]]) -> str:
+        """The idempotency key of one append: its first chunk's, with the number of further chunks."""
+        staging_id, seq = members[0]
+        key = f"{ref.writer}/{ref.batch}/{self._app.name}/{staging_id}/{seq}"
+        return key if len(members) == 1 else f"{key}+{len(members) - 1}"
 
     def state(self, ref: pb.TxnRef) -> pb.TxnState:
         stored = self._staging.decision(ref.writer, ref.batch)

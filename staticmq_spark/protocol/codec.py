@@ -114,6 +114,30 @@ def encode_columns(
     max_message_bytes: int | None = None,
 ) -> PackedBatch:
     """Pack columns (pyarrow arrays or Python sequences, `None` for absent) into rows."""
+    data, sizes = encode_columns_to_buffer(
+        body,
+        key=key,
+        tags=tags,
+        properties=properties,
+        born_timestamp=born_timestamp,
+        max_message_bytes=max_message_bytes,
+    )
+    return PackedBatch(data.to_pybytes(), sizes)
+
+
+def encode_columns_to_buffer(
+    body: Any,
+    *,
+    key: Any = None,
+    tags: Any = None,
+    properties: Any = None,
+    born_timestamp: Any = None,
+    max_message_bytes: int | None = None,
+    order: Int64Array | None = None,
+) -> tuple[pa.Buffer, Int32Array]:
+    """`encode_columns` without the final copy into `bytes`: the packed rows as an Arrow buffer
+    and their sizes. With `order` (a permutation of the input rows), row i of the output is input
+    row order[i] (checks and their messages still refer to input positions)."""
     body_arr = _as_large_binary(body, "body")
     n = len(body_arr)
     if n == 0:
@@ -140,16 +164,21 @@ def encode_columns(
         [None, pa.py_buffer(np.arange(n + 1, dtype=np.int64) * HEADER_SIZE), pa.py_buffer(header.view(np.uint8))],
     )
     every_part = pa.concat_arrays([header_arr, *parts])
-    interleave = (np.arange(_PARTS, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]).ravel()
+    rows_in_order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
+    if rows_in_order.shape != (n,):
+        raise ValueError(f"order has {rows_in_order.shape[0]} positions for {n} rows")
+    interleave = (np.arange(_PARTS, dtype=np.int64)[None, :] * n + rows_in_order[:, None]).ravel()
     rows = every_part.take(pa.array(interleave))
     offsets = np.frombuffer(rows.buffers()[1], dtype=np.int64, count=_PARTS * n + 1)
-    data = rows.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+    data = rows.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
     sizes = (
         HEADER_SIZE + header["key_len"].astype(np.int64) + header["tags_len"] + header["body_len"] + header["props_len"]
     )
     if int(sizes.max()) > np.iinfo(np.int32).max:
         raise MessageTooLargeError("a message is larger than 2 GiB")
-    return PackedBatch(data, sizes.astype(np.int32))
+    if order is not None:
+        sizes = sizes[rows_in_order]
+    return data, sizes.astype(np.int32)
 
 
 def encode_messages(
@@ -304,14 +333,10 @@ def parse_headers(batch: PackedBatch) -> npt.NDArray[Any]:
     total = int(sizes.sum(dtype=np.int64))
     if total != len(batch.data):
         raise InvalidBatchError(f"batch sizes add up to {total} bytes but the data is {len(batch.data)} bytes")
-    starts = batch.row_starts()
-    bounds = np.empty(2 * n + 1, dtype=np.int64)
-    bounds[0::2] = starts
-    bounds[1::2] = starts[:-1] + HEADER_SIZE
-    halves = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(batch.data)]
+    rows = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n, [None, pa.py_buffer(batch.row_starts()), pa.py_buffer(batch.data)]
     )
-    heads = halves.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    heads = pc.binary_slice(rows, 0, HEADER_SIZE)  # every row has at least HEADER_SIZE bytes (checked above)
     header = np.frombuffer(heads.buffers()[2], dtype=HEADER_DTYPE, count=n)
     lens = [header[f].astype(np.int64) for f in ("key_len", "tags_len", "body_len", "props_len")]
     bad = (header["flags"] & ~np.uint32(_KNOWN_FLAGS)) != 0
@@ -334,13 +359,22 @@ def validate_batch(batch: PackedBatch, max_message_bytes: int) -> npt.NDArray[An
         return header  # no key, tag or property: nothing textual to check
     pieces = _pieces(batch, header)
     n = batch.count
-    idx = np.arange(n, dtype=np.int64) * _PARTS
-    texts = pieces.take(pa.array(np.concatenate([idx + 1, idx + 2, idx + 4])))
+    # The same pieces with header and body masked as null: casting checks only keys, tags and
+    # properties, in place (no copy of them).
+    textual = np.zeros((n, _PARTS), dtype=bool)
+    textual[:, [1, 2, 4]] = True
+    texts = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        _PARTS * n,
+        [pa.py_buffer(np.packbits(textual.ravel(), bitorder="little")), *pieces.buffers()[1:]],
+        null_count=2 * n,
+    )
     try:
         texts.cast(pa.large_string())
     except pa.ArrowInvalid as exc:
         raise InvalidBatchError(f"a key, tag or property is not valid UTF-8: {exc}") from None
-    _split_properties(pieces.take(pa.array(idx + 4)))
+    if header["props_len"].any():  # else every row has no property: nothing to split
+        _split_properties(pieces.take(pa.array(np.arange(n, dtype=np.int64) * _PARTS + 4)))
     return header
 
 

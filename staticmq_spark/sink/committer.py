@@ -2,7 +2,8 @@
 
 commit(batch): look for a decision a previous run already stored for this (writer, batch) on any
 live broker and re-drive it if there is one; else build the decision from the tasks' commit
-messages. Prepare it on every participant, then commit on every participant. All calls are
+messages. Prepare it on every participant, then commit on every participant (the participants
+of a phase in parallel; the commit phase starts once every prepare has succeeded). All calls are
 idempotent, so a commit interrupted anywhere is completed by the next attempt or the replay.
 
 A broker that the name server still lists but that does not answer could hold a stored
@@ -13,7 +14,9 @@ expires it: correctness before progress.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import TypeVar
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -22,8 +25,10 @@ from staticmq_spark.client.retry import with_retries
 from staticmq_spark.errors import BrokerUnavailableError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.sink.options import SinkOptions
+from staticmq_spark.sink.stager import shared_clients
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class SinkCommitMessage(WriterCommitMessage):
@@ -61,22 +66,34 @@ def commit_batch(opts: SinkOptions, writer: str, batch: int, messages: Sequence[
     fresh = decision_of(opts.topic, writer, batch, messages)
 
     def attempt() -> int:
-        with Admin(opts.namesrv, wait_for_ready=False) as admin:
+        channels = shared_clients(opts.namesrv, opts.active_detection).channels  # kept by a reused worker
+        with Admin(opts.namesrv, wait_for_ready=False, channels=channels) as admin:
             live = {b.name: b.addr for b in admin.cluster_info()}
             decision = _stored_decision(admin, live, writer, batch) or fresh
             missing = sorted(set(decision.parts) - set(live))
             if missing:
                 raise BrokerUnavailableError(f"sink commit of batch {batch}: participant broker(s) {missing} are down")
-            for broker in sorted(decision.parts):
-                admin.call(broker, admin.stub(live[broker]).PrepareTxn, decision)
+            participants = sorted(decision.parts)
+            _on_each(participants, lambda b: admin.call(b, admin.stub(live[b]).PrepareTxn, decision))
             ref = pb.TxnRef(writer=writer, batch=batch)
-            return sum(admin.call(b, admin.stub(live[b]).CommitTxn, ref).rows for b in sorted(decision.parts))
+            return sum(_on_each(participants, lambda b: admin.call(b, admin.stub(live[b]).CommitTxn, ref).rows))
 
     if not fresh.parts:
         return 0
     rows = with_retries(f"committing sink batch {batch}", attempt, opts.send_timeout_ms / 1000)
     log.info("staticmq sink: batch %d of %s committed (%d rows written now)", batch, writer, rows)
     return rows
+
+
+def _on_each(brokers: list[str], call: Callable[[str], T]) -> list[T]:
+    """`call(broker)` on every broker at once (each waits for its own disk); all of them are
+    waited for, then the first failure in broker order is raised."""
+    if len(brokers) == 1:
+        return [call(brokers[0])]
+    with ThreadPoolExecutor(max_workers=min(len(brokers), 16), thread_name_prefix="staticmq-commit") as pool:
+        futures = [pool.submit(call, b) for b in brokers]
+        wait(futures)
+    return [f.result() for f in futures]
 
 
 def _stored_decision(admin: Admin, live: dict[str, str], writer: str, batch: int) -> pb.TxnDecision | None:

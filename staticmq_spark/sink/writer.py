@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 def _stage_all(opts: SinkOptions, writer: str, batch: int, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     stager = Stager(opts, writer, batch)
     for rb in iterator:
-        if rb.num_rows:
-            stager.stage_arrow(rb)
+        stager.stage_arrow(rb)
+    stager.flush()
     return SinkCommitMessage(writer, batch, stager.staging_id, stager.staged(), stager.rows)
 
 
