@@ -74,6 +74,12 @@ class SinkService:
             )
         if req.batch < 0 or req.seq < 0:
             raise InvalidArgumentError("batch and seq must be >= 0")
+        limit = self._app.config.store.max_batch_bytes
+        if len(req.rows.data) > limit:
+            raise InvalidArgumentError(
+                f"a staged chunk of {len(req.rows.data)} bytes exceeds this broker's {limit}-byte batch limit: "
+                "lower the sink option requestBytes"
+            )
         rows = PackedBatch.from_wire(req.rows.data, req.rows.sizes)
         validate_batch(rows, self._app.config.store.max_message_bytes)
         self._staging.stage(req.writer, req.batch, req.staging_id, req.queue_id, req.seq, rows)
@@ -176,7 +182,8 @@ class SinkService:
         """Append to the logic queue's leader: here, or forwarded to the broker leading it now."""
         mapping = self._app.mapping_files.get(topic)
         if mapping is not None and mapping.leads(queue):
-            self._app.static.send(topic, queue, rows, key.encode(), dedup_across_segments=True)
+            # staged rows were validated by this broker at StageRows (and CRC-checked on disk)
+            self._app.static.send(topic, queue, rows, key.encode(), dedup_across_segments=True, validated=True)
             return
         request = pb.SendRequest(
             topic=topic,

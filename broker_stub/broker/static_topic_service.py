@@ -161,6 +161,7 @@ class StaticTopicService:
         idempotency_key: bytes,
         *,
         dedup_across_segments: bool = False,
+        validated: bool = False,
     ) -> SendOutcome:
         """Append to the leader item's physical queue; only the leader's broker accepts.
         With `dedup_across_segments`, a key already stored on one of the logic queue's earlier
@@ -179,7 +180,9 @@ class StaticTopicService:
                     f"(the leader is {item.bname}, gen {item.gen}): refresh the route"
                 )
             delta = item.offset_delta if item.decided else None
-            out = self._messages.append_physical(topic, item.queue, batch, idempotency_key, delta, durable=False)
+            out = self._messages.append_physical(
+                topic, item.queue, batch, idempotency_key, delta, durable=False, validated=validated
+            )
         self._store.wait_durable(out.end_pos)
         return SendOutcome(logic_queue, *_rest(out))
 
