@@ -7,6 +7,7 @@ o // entries_per_file. Offsets start at 0 and are contiguous; retention raises `
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -169,14 +170,18 @@ class ConsumeQueue:
                 self._dirty.discard(index)
 
     def sync(self) -> None:
+        """fsync the files written since the last sync (a file retention just removed is skipped;
+        any other failure propagates: the checkpoint must not claim what is not on disk)."""
         dirty, self._dirty = self._dirty, set()
         for index in dirty:
             fd = self._fds.get(index)
             if fd is not None:
                 try:
                     os.fsync(fd)
-                except OSError:
-                    pass
+                except OSError as exc:
+                    if exc.errno != errno.EBADF or index in self._fds:
+                        self._dirty.add(index)
+                        raise
 
     def close(self) -> None:
         self.sync()
