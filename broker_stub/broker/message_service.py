@@ -17,7 +17,8 @@ from staticmq_spark.errors import (
     QueueNotFoundError,
     StaticTopicRefusedError,
 )
-from staticmq_spark.protocol.codec import PackedBatch, validate_batch
+from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.row_decode import validate_batch
 from staticmq_spark.protocol.topic import TopicConfig
 
 MAX_PULL_MESSAGES = 100_000

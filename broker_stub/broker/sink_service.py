@@ -30,8 +30,9 @@ from staticmq_spark.errors import (
     NotLeaderError,
     StaticTopicRefusedError,
 )
-from staticmq_spark.protocol.codec import PackedBatch, validate_batch
+from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.row_decode import validate_batch
 
 APPEND_BYTES = 16 << 20  # staged chunks of one logic queue are appended together, up to this size
 

@@ -22,7 +22,7 @@ import numpy as np
 from broker_stub.store.atomic_file import fsync_dir
 from broker_stub.store.record import HEADER_SIZE, RecordError, RecordHeader, decode_header, parse_record
 from broker_stub.store.retired_fds import RetiredFds
-from staticmq_spark.protocol.codec import Int32Array, Int64Array, _ranges_to_indices
+from staticmq_spark.protocol.codec import Int32Array, Int64Array, ranges_to_indices
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ class CommitLog:
                 out.extend(self._pread(segs[s], int(pos[i]), int(size[i])) for i in sel.tolist())
                 continue
             buf = np.frombuffer(self._pread(segs[s], span_start, span_end - span_start), dtype=np.uint8)
-            idx = _ranges_to_indices(pos[sel] - span_start, size[sel].astype(np.int64))
+            idx = ranges_to_indices(pos[sel] - span_start, size[sel].astype(np.int64))
             out.append(buf[idx].tobytes())
         return b"".join(out)
 

@@ -33,8 +33,9 @@ from staticmq_spark.client.targets import KEYLESS, group_rows, row_targets
 from staticmq_spark.errors import (
     InvalidArgumentError,
 )
-from staticmq_spark.protocol.codec import PackedBatch, encode_columns, split_by_bytes
+from staticmq_spark.protocol.codec import PackedBatch, split_by_bytes
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.row_encode import encode_columns
 from staticmq_spark.protocol.topic import ORDERS
 
 DEFAULT_MAX_REQUEST_BYTES = 8 << 20

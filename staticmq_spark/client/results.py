@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from staticmq_spark.protocol.codec import DECODED_SCHEMA, PackedBatch, decode_batch
+from staticmq_spark.protocol.codec import DECODED_SCHEMA, PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.row_decode import decode_batch
 
 PULLED_SCHEMA = pa.schema(
     [

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from staticmq_spark.mapping.items import UNDECIDED, Chain
-from staticmq_spark.protocol.codec import _ranges_to_indices
+from staticmq_spark.protocol.codec import ranges_to_indices
 
 OPEN_END = np.iinfo(np.int64).max >> 20  # larger than any logic offset, still safe in composite keys
 _SHIFT = np.int64(1) << np.int64(43)  # logic offsets stay below 2**43; queue ids below 2**20
@@ -83,7 +83,7 @@ class SegmentTable:
         lo = np.maximum(np.searchsorted(self._key, qk + starts, side="right") - 1, first)
         hi = np.where(ends > starts, np.searchsorted(self._key, qk + ends - 1, side="right"), lo)
         counts = np.maximum(hi - lo, 0)
-        idx = _ranges_to_indices(lo.astype(np.int64), counts.astype(np.int64))
+        idx = ranges_to_indices(lo.astype(np.int64), counts.astype(np.int64))
         owner = np.repeat(np.arange(len(qk), dtype=np.int64), counts)
         seg_start = np.maximum(self.start[idx], starts[owner])
         seg_end = np.minimum(self.end[idx], ends[owner])

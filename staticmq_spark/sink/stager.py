@@ -20,8 +20,9 @@ from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.client.selector import CircuitBreaker, ReachabilityDetector
 from staticmq_spark.client.targets import KEYLESS, row_targets
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
-from staticmq_spark.protocol.codec import Int32Array, encode_columns_to_buffer
+from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.row_encode import encode_columns_to_buffer
 from staticmq_spark.sink.options import SinkOptions
 
 REQUEST_TIMEOUT_S = 30.0

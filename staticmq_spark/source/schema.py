@@ -15,8 +15,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from staticmq_spark.protocol.codec import PackedBatch, decode_batch
+from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.row_decode import decode_batch
 
 
 def spark_schema(include_properties: bool) -> StructType:

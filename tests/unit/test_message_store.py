@@ -13,7 +13,9 @@ import pytest
 from broker_stub.config import StoreConfig
 from broker_stub.store.message_store import MessageStore, ReadStatus
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol.codec import PackedBatch, decode_batch, encode_messages
+from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.row_decode import decode_batch
+from staticmq_spark.protocol.row_encode import encode_messages
 
 UID = 42
 

@@ -10,7 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.protocol import pop_properties as props
-from staticmq_spark.protocol.codec import PackedBatch, decode_batch, encode_columns
+from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.row_decode import decode_batch
+from staticmq_spark.protocol.row_encode import encode_columns
 
 
 def revived_rows(
