@@ -31,17 +31,16 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
 
+from harness import Runner, measure, wait_route
 from redis_server import RedisServer, redis_available
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.errors import TopicNotFoundError
 from staticmq_spark.testing import LocalCluster
 
 BODY_BYTES = 100
@@ -50,7 +49,6 @@ PULL_BATCH = 10_000
 WARMUP_BATCHES = 100
 
 Batches = list[list[bytes]]
-Runner = Callable[[int], Callable[[], None]]  # setup(run index) -> the timed part
 
 
 # ------------------------------------------------------------------------------------------ Redis
@@ -94,19 +92,6 @@ def staticmq_produce(producer: Producer, admin: Admin, topic: str, batches: Batc
     return run
 
 
-def wait_route(client: Producer | PullConsumer, topic: str) -> None:
-    """A new topic reaches the name server with the broker's next heartbeat: wait for it."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            client.routes.get(topic, refresh=True)
-            return
-        except TopicNotFoundError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
 def staticmq_pull(consumer: PullConsumer, topic: str, expected: int) -> Callable[[], None]:
     wait_route(consumer, topic)
 
@@ -131,28 +116,16 @@ def staticmq_side(flush: str, batches: Batches, repeat: int, with_pull: bool) ->
             with Admin(cluster.namesrv) as admin, Producer(cluster.namesrv) as producer:
                 staticmq_produce(producer, admin, "warmup", warm)()
                 setup: Runner = lambda i: staticmq_produce(producer, admin, f"bench-{i}", batches)  # noqa: E731
-                out["produce"] = measure(f"staticmq produce flush={flush}", setup, messages, repeat)
+                out["produce"] = measure(f"staticmq produce flush={flush}", setup, messages, repeat, width=34)
             if with_pull:
                 with PullConsumer(cluster.namesrv) as consumer:
                     staticmq_pull(consumer, "warmup", len(warm) * PRODUCE_BATCH)()
                     setup = lambda i: staticmq_pull(consumer, f"bench-{repeat - 1}", messages)  # noqa: E731
-                    out["pull"] = measure("staticmq pull", setup, messages, repeat)
+                    out["pull"] = measure("staticmq pull", setup, messages, repeat, width=34)
     return out
 
 
 # -------------------------------------------------------------------------------------- measuring
-
-
-def measure(label: str, setup: Runner, messages: int, repeat: int) -> list[float]:
-    """`repeat` runs of `setup(i)()`, only the returned closure timed; msgs/s of each run."""
-    rates = []
-    for i in range(repeat):
-        run = setup(i)
-        t0 = time.perf_counter()
-        run()
-        rates.append(messages / (time.perf_counter() - t0))
-        print(f"  {label:<34} run {i + 1}/{repeat}: {rates[-1]:>11,.0f} msgs/s", file=sys.stderr, flush=True)
-    return rates
 
 
 def make_batches(messages: int) -> Batches:
@@ -180,10 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         redis_produce(client, "warmup", warm)()
         redis_pull(client, "warmup", len(warm) * PRODUCE_BATCH)()
         produce: Runner = lambda i: redis_produce(client, f"bench-{i}", batches)  # noqa: E731
-        rd_produce_a = measure("redis XADD (vs flush=async)", produce, messages, args.repeat)
+        rd_produce_a = measure("redis XADD (vs flush=async)", produce, messages, args.repeat, width=34)
         pull: Runner = lambda i: redis_pull(client, f"bench-{args.repeat - 1}", messages)  # noqa: E731
-        rd_pull = measure("redis XRANGE", pull, messages, args.repeat)
-        rd_produce_b = measure("redis XADD (vs flush=sync)", produce, messages, args.repeat)
+        rd_pull = measure("redis XRANGE", pull, messages, args.repeat, width=34)
+        rd_produce_b = measure("redis XADD (vs flush=sync)", produce, messages, args.repeat, width=34)
 
     rows = [
         ("a. produce, flush=async 1s vs XADD everysec", sm_async["produce"], rd_produce_a, 2.0),

@@ -30,25 +30,22 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
 
+from harness import Runner, measure, wait_route
 from redis_server import RedisServer, redis_available
 
 from staticmq_spark.client import Admin, PopConsumer, Producer
-from staticmq_spark.errors import TopicNotFoundError
 from staticmq_spark.testing import LocalCluster
 
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000
 WARMUP_BATCHES = 50
 TOPIC = "pop-bench"
-
-Runner = Callable[[int], Callable[[], None]]  # setup(run index) -> the timed part
 
 
 # ------------------------------------------------------------------------------------------ Redis
@@ -114,19 +111,6 @@ def staticmq_consume(namesrv: str, group: str, batch: int, expected: int) -> Cal
     return run
 
 
-def wait_route(client: Producer | PopConsumer, topic: str) -> None:
-    """A new topic reaches the name server with the broker's next heartbeat: wait for it."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            client.routes.get(topic, refresh=True)
-            return
-        except TopicNotFoundError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
 def staticmq_side(flush: str, bodies: list[bytes], batches: list[int], repeat: int) -> dict[int, list[float]]:
     """Pop + ack runs (per batch size) against a fresh one-broker cluster with this flush policy."""
     out: dict[int, list[float]] = {}
@@ -155,18 +139,6 @@ def redis_side(bodies: list[bytes], batches: list[int], repeat: int) -> dict[int
 
 
 # -------------------------------------------------------------------------------------- measuring
-
-
-def measure(label: str, setup: Runner, messages: int, repeat: int) -> list[float]:
-    """`repeat` runs of `setup(i)()`, only the returned closure timed; msgs/s of each run."""
-    rates = []
-    for i in range(repeat):
-        run = setup(i)
-        t0 = time.perf_counter()
-        run()
-        rates.append(messages / (time.perf_counter() - t0))
-        print(f"  {label:<44} run {i + 1}/{repeat}: {rates[-1]:>11,.0f} msgs/s", file=sys.stderr, flush=True)
-    return rates
 
 
 def make_bodies(messages: int) -> list[bytes]:
