@@ -8,21 +8,31 @@
             decision it stores the plan of its commit: the chunks of each logic queue
             in order (staging id, then seq), cut into appends of at most 16 MiB (or
             store.max_batch_bytes if smaller).
-3. commit:  each participant makes the planned appends to the logic queues, each with an
-            idempotency key derived from the decision (writer/batch/broker/staging id/seq of
-            its first chunk, "+n" for n further chunks), then marks the transaction committed.
-            An append whose logic queue moved meanwhile is forwarded to the new leader, which
-            also looks for the key on the queue's earlier segments.
+3. commit:  each participant makes the planned writes, then marks the transaction committed.
+            - write-once (the transaction staged at least store.sink_link_min_bytes here): the staging
+              files are adopted by the commit log as segments, by rename, and one link record
+              gives their chunks their queue offsets (MessageStore.link) - the rows are not
+              written again. A `.adopt` record says where the files went before any moves,
+              and the link's idempotency key (writer/batch/broker/link) makes it happen once.
+            - copy (smaller transactions, so that small commits do not multiply segments):
+              the planned appends, each with an idempotency key derived from the decision
+              (writer/batch/broker/staging id/seq of its first chunk, "+n" for n further chunks).
+            Chunks of a logic queue that moved to another broker meanwhile are copied to its
+            new leader, keyed the same way (it also looks for the key on the queue's earlier
+            segments), before the link.
 A replayed batch (the driver died mid-commit) finds the stored decision and re-drives it, so
 exactly the first decision's rows are written, once, however the replay partitioned its rows.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 from broker_stub.broker.app import BrokerApp
-from broker_stub.store.sink_staging import ChunkInfo, SinkStaging
+from broker_stub.store.message_store import StagedRecord
+from broker_stub.store.sink_staging import ChunkInfo, SinkStaging, fsync_file, read_chunk, scan_staged
 from staticmq_spark.errors import (
     ConflictError,
     DataLossError,
@@ -56,6 +66,11 @@ class SinkService:
     def __init__(self, app: BrokerApp) -> None:
         self._app = app
         self._staging = SinkStaging(app.config.data_dir / "sink")
+        self._staging_root = app.config.data_dir / "sink" / "staging"
+        self._staging_root.mkdir(parents=True, exist_ok=True)
+        app.store.log_directory.mkdir(parents=True, exist_ok=True)
+        # adoption moves files by rename: only within one file system
+        self._can_link = os.stat(self._staging_root).st_dev == os.stat(app.store.log_directory).st_dev
         self._locks: dict[tuple[str, int], threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -83,7 +98,11 @@ class SinkService:
             )
         rows = PackedBatch.from_wire(req.rows.data, req.rows.sizes)
         validate_batch(rows, self._app.config.store.max_message_bytes)
-        self._staging.stage(req.writer, req.batch, req.staging_id, req.queue_id, req.seq, rows)
+        cfg = self._app.topic_configs.get(req.topic)
+        uid = cfg.uid if cfg is not None else 0
+        self._staging.stage(
+            req.writer, req.batch, req.staging_id, req.queue_id, req.seq, rows, topic=req.topic, uid=uid
+        )
 
     # ------------------------------------------------------------------ prepare / commit
 
@@ -111,6 +130,12 @@ class SinkService:
         index = self._staging.index(decision.writer, decision.batch, ref.staging_id)
         chunks = [info for seq, info in sorted(index.items()) if seq in wanted]
         rows = sum(c.count for c in chunks)
+        foreign = sorted({c.topic for c in chunks} - {decision.topic})
+        if foreign:
+            raise ConflictError(
+                f"transaction {decision.writer}/{decision.batch}: staging {ref.staging_id} holds rows of {foreign}, "
+                f"not of {decision.topic!r}"
+            )
         if [c.seq for c in chunks] != sorted(ref.seqs) or rows != ref.rows:
             raise ConflictError(
                 f"transaction {decision.writer}/{decision.batch}: staging {ref.staging_id} on {self._app.name} holds "
@@ -135,23 +160,89 @@ class SinkService:
             return pb.TxnState(known=True, committed=True, decision=decision, rows=rows)
 
     def _append_planned(self, decision: pb.TxnDecision, ref: pb.TxnRef) -> int:
-        """Make the planned appends; returns the rows appended (duplicates included)."""
+        """Make the planned writes; returns the rows written now (duplicates included)."""
         plan = self._plan(decision, ref)
-        indexes = {
-            staging_id: self._staging.index(ref.writer, ref.batch, staging_id)
-            for staging_id in {s for _, members in plan for s, _ in members}
-        }
+        link_key = f"{ref.writer}/{ref.batch}/{self._app.name}/link".encode()
+        if not plan or self._app.store.stored_key(link_key) is not None:
+            return 0  # linked before (the link comes after every copy)
+        files = self._files(ref, {s for _, members in plan for s, _ in members})
+        staged = sum(files[s][1][seq].record_len for _, members in plan for s, seq in members if seq in files[s][1])
+        adopted = any(isinstance(f[0], int) for f in files.values())
+        write_once = self._can_link and (adopted or staged >= self._app.config.store.sink_link_min_bytes)
+        mapping = self._app.mapping_files.get(decision.topic)
         rows = 0
+        linked: list[tuple[int, list[tuple[str, int]]]] = []
         for queue, members in plan:
-            chunks = []
-            for staging_id, seq in members:
-                info = indexes[staging_id].get(seq)
-                if info is None:
-                    raise DataLossError(f"staged chunk {staging_id}/{seq} of {ref.writer}/{ref.batch} is missing")
-                chunks.append(self._staging.read(ref.writer, ref.batch, staging_id, info))
+            if write_once and mapping is not None and mapping.leads(queue):
+                linked.append((queue, members))
+                continue
+            chunks = [self._read(files, staging_id, seq, ref) for staging_id, seq in members]
             batch = PackedBatch.concat(chunks)
             self._append(decision.topic, queue, batch, self._key(ref, members))
             rows += batch.count
+        if linked:
+            rows += self._link(decision.topic, ref, link_key, files, linked)
+        return rows
+
+    def _files(self, ref: pb.TxnRef, staging_ids: set[str]) -> dict[str, tuple[Path | int, dict[int, ChunkInfo]]]:
+        """Where each staging id's file is - its staging path, or the commit-log position it
+        was adopted at by an interrupted commit - and its chunks by seq."""
+        adopted = self._staging.adoption(ref.writer, ref.batch)
+        out: dict[str, tuple[Path | int, dict[int, ChunkInfo]]] = {}
+        for staging_id in sorted(staging_ids):
+            path = self._staging.staging_path(ref.writer, ref.batch, staging_id)
+            base = adopted.get(staging_id)
+            moved = self._app.store.segment_file(base) if base is not None and not path.exists() else None
+            if base is not None and moved is not None:
+                out[staging_id] = (base, scan_staged(moved)[0])
+            else:
+                out[staging_id] = (path, self._staging.index(ref.writer, ref.batch, staging_id))
+        return out
+
+    def _read(
+        self, files: dict[str, tuple[Path | int, dict[int, ChunkInfo]]], staging_id: str, seq: int, ref: pb.TxnRef
+    ) -> PackedBatch:
+        where, index = files[staging_id]
+        info = index.get(seq)
+        path = self._app.store.segment_file(where) if isinstance(where, int) else where
+        if info is None or path is None:
+            raise DataLossError(f"staged chunk {staging_id}/{seq} of {ref.writer}/{ref.batch} is missing")
+        return read_chunk(path, info)
+
+    def _link(
+        self,
+        topic: str,
+        ref: pb.TxnRef,
+        key: bytes,
+        files: dict[str, tuple[Path | int, dict[int, ChunkInfo]]],
+        linked: list[tuple[int, list[tuple[str, int]]]],
+    ) -> int:
+        """Adopt the staging files holding the linked chunks and link those chunks, in order."""
+        used = sorted({s for _, members in linked for s, _ in members})
+        source = {s: i for i, s in enumerate(used)}
+        groups: list[tuple[int, list[StagedRecord]]] = []
+        for queue, members in linked:
+            records = []
+            for staging_id, seq in members:
+                info = files[staging_id][1].get(seq)
+                if info is None:
+                    raise DataLossError(f"staged chunk {staging_id}/{seq} of {ref.writer}/{ref.batch} is missing")
+                records.append(StagedRecord(source[staging_id], info.offset, info.rows_offset, info.sizes))
+            groups.append((queue, records))
+        sources = [files[s][0] for s in used]
+        to_move = {s: p for s, p in zip(used, sources, strict=True) if isinstance(p, Path)}
+
+        def before_adopt(bases: list[int]) -> None:
+            where = self._staging.adoption(ref.writer, ref.batch)
+            where.update(zip(to_move, bases, strict=True))
+            self._staging.record_adoption(ref.writer, ref.batch, where)
+
+        with self._staging.lock:  # no chunk is written to a file while it moves
+            for path in to_move.values():
+                fsync_file(path)
+            rows = self._app.static.link(topic, key, sources, groups, before_adopt)
+            for path in to_move.values():
+                self._staging.forget(path)
         return rows
 
     def _plan(self, decision: pb.TxnDecision, ref: pb.TxnRef) -> list[tuple[int, list[tuple[str, int]]]]:

@@ -9,14 +9,16 @@ broker returns, no further message lands in the old leader's queue: its final ma
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from broker_stub.broker.message_service import MessageService, PullOutcome, QueueOffsetInfo, SendOutcome
 from broker_stub.broker.segment_access import SegmentAccess
 from broker_stub.broker.static_reads import StaticReads
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.mapping_files import MappingFiles
-from broker_stub.store.message_store import MessageStore
+from broker_stub.store.message_store import MessageStore, StagedRecord
 from broker_stub.store.topic_configs import TopicConfigs
 from staticmq_spark.errors import (
     InvalidArgumentError,
@@ -185,6 +187,30 @@ class StaticTopicService:
             )
         self._store.wait_durable(out.end_pos)
         return SendOutcome(logic_queue, *_rest(out))
+
+    def link(
+        self,
+        topic: str,
+        key: bytes,
+        files: Sequence[Path | int],
+        groups: Sequence[tuple[int, Sequence[StagedRecord]]],
+        before_adopt: Callable[[list[int]], None] | None = None,
+    ) -> int:
+        """The sink's write-once commit (MessageStore.link) for logic queues: each group's logic
+        queue is appended to through the physical queue of its leader item, which must be here
+        (checked for every group before anything moves)."""
+        with self._lock(topic):
+            physical = []
+            for logic_queue, records in groups:
+                _, chain = self._chain(topic, logic_queue)
+                item = chain[-1]
+                if item.bname != self._name:
+                    raise NotLeaderError(
+                        f"{self._name} is not the leader of logic queue {logic_queue} of {topic!r} "
+                        f"(the leader is {item.bname}, gen {item.gen}): refresh the route"
+                    )
+                physical.append((item.queue, records))
+            return self._store.link(topic, key, files, physical, before_adopt)
 
     def _stored_earlier(self, topic: str, chain: Chain, key: str) -> SendOutcome | None:
         """Double-read-check of an idempotency key over the chain's earlier segments."""

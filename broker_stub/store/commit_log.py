@@ -1,7 +1,9 @@
 """The commit log: append-only segment files holding the records of every queue of a broker.
 
 Positions are global byte offsets: segment files are named by the position of their first byte
-and follow each other without gaps. A record never spans two segments. Appends are serialised
+and follow each other without gaps. A record never spans two segments. A file of whole records
+written elsewhere (a sink staging file) can be adopted as the next segment, by rename: its bytes
+are not written twice; appends then continue in a new segment after it. Appends are serialised
 by the caller (the message store's append lock); reads take a snapshot of the segment list and
 never block appends.
 """
@@ -41,6 +43,7 @@ class Segment:
     fd: int
     size: int
     mtime: float = field(default_factory=time.time)
+    sealed: bool = False  # adopted: appends go to a new segment after it
 
     @property
     def end(self) -> int:
@@ -93,22 +96,35 @@ class CommitLog:
                 yield p, header, sizes
                 p += total
 
-    def walk_headers(self, last_segments: int, stop: int) -> Iterator[tuple[int, RecordHeader]]:
-        """Record headers (no CRC check) of the newest `last_segments` segments, below `stop`."""
-        for seg in self._segments[-last_segments:]:
+    def walk_headers(self, last_bytes: int, stop: int) -> Iterator[tuple[int, RecordHeader]]:
+        """Record headers (no CRC check) of the newest segments holding at least `last_bytes`
+        (at least the newest segment), below `stop`."""
+        segs = self._segments
+        first, held = len(segs), 0
+        while first > 0 and (held < last_bytes or first == len(segs)):
+            first -= 1
+            held += segs[first].size
+        for seg in segs[first:]:
             p = seg.base
             while p < min(seg.end, stop):
                 head = os.pread(seg.fd, HEADER_SIZE + 2 * 1024 + 256, p - seg.base)
                 try:
-                    total, crc, topic_len, queue_id, base, count, ts, uid, attr_len = decode_header(head, seg.end - p)
+                    total, crc, topic_len, queue_id, base, count, ts, uid, attr_len, flags = decode_header(
+                        head, seg.end - p
+                    )
                 except RecordError:
                     break
                 if len(head) < HEADER_SIZE + topic_len + attr_len:
                     head = os.pread(seg.fd, HEADER_SIZE + topic_len + attr_len, p - seg.base)
                 topic = head[HEADER_SIZE : HEADER_SIZE + topic_len].decode(errors="replace")
                 attrs = head[HEADER_SIZE + topic_len : HEADER_SIZE + topic_len + attr_len]
-                yield p, RecordHeader(total, crc, topic, queue_id, base, count, ts, uid, attrs)
+                yield p, RecordHeader(total, crc, topic, queue_id, base, count, ts, uid, attrs, flags)
                 p += total
+
+    def record_at(self, pos: int) -> tuple[RecordHeader, Int32Array]:
+        """The record at `pos`, fully checked (CRC included)."""
+        header, sizes, _ = self._check_record(self._segment_at(pos), pos)
+        return header, sizes
 
     def _check_record(self, seg: Segment, pos: int) -> tuple[RecordHeader, Int32Array, int]:
         available = seg.end - pos
@@ -144,11 +160,11 @@ class CommitLog:
 
     # ------------------------------------------------------------------ append (caller serialises)
 
-    def append(self, parts: list[bytes]) -> int:
+    def append(self, parts: list[bytes | memoryview]) -> int:
         """Write one record; returns its position. Not thread-safe: the store's lock guards it."""
         total = sum(len(p) for p in parts)
         segs = self._segments
-        if not segs or (segs[-1].size > 0 and segs[-1].size + total > self._segment_bytes):
+        if not segs or segs[-1].sealed or (segs[-1].size > 0 and segs[-1].size + total > self._segment_bytes):
             segs = self._roll()
         seg = segs[-1]
         pos = seg.end
@@ -161,13 +177,43 @@ class CommitLog:
             self._unsynced.add(seg)
         return pos
 
-    def _write_rest(self, seg: Segment, parts: list[bytes], written: int, total: int) -> None:
+    def _write_rest(self, seg: Segment, parts: list[bytes | memoryview], written: int, total: int) -> None:
         rest = memoryview(b"".join(parts))[written:]
         offset = seg.size + written
         while rest:
             n = os.pwrite(seg.fd, rest, offset)
             rest = rest[n:]
             offset += n
+
+    def adopt(self, paths: list[Path]) -> list[int]:
+        """Make each file (whole records, durable) the next segment, by rename, and return their
+        positions. The caller serialises this with appends and has synced the log first: a
+        torn tail before an adopted segment would cut it off at recovery."""
+        bases = self.planned_bases(paths)
+        segments = list(self._segments)
+        for path, base in zip(paths, bases, strict=True):
+            target = self._dir / f"{base:020d}{SUFFIX}"
+            os.rename(path, target)
+            fd = os.open(target, os.O_RDWR)
+            segments.append(Segment(base, target, fd, os.fstat(fd).st_size, sealed=True))
+        fsync_dir(self._dir)
+        self._publish(segments)
+        return bases
+
+    def segment_file(self, base: int) -> Path | None:
+        """The file of the segment starting at `base`, if there is one."""
+        for seg in self._segments:
+            if seg.base == base:
+                return seg.path
+        return None
+
+    def planned_bases(self, paths: list[Path]) -> list[int]:
+        """Where `adopt(paths)` would put the files now."""
+        bases, base = [], self.written_pos
+        for path in paths:
+            bases.append(base)
+            base += path.stat().st_size
+        return bases
 
     def _roll(self) -> tuple[Segment, ...]:
         base = self.written_pos

@@ -6,7 +6,11 @@ Invariants:
   it under the same lock, so readers never see an entry whose bytes are not written;
 - with flush=sync, `append` returns only once the record is fsynced;
 - the checkpoint's `cq_safe_pos` is a record boundary below which every consume-queue entry is
-  on disk: recovery verifies (CRC) and re-dispatches only the records from there on.
+  on disk: recovery verifies (CRC) and re-dispatches only the records from there on;
+- `link` (the sink's write-once commit) adopts staging files as segments and appends one link
+  record naming the staged records that become visible, then their consume-queue entries,
+  under the same lock: consume-queue positions stay increasing, and recovery re-dispatches a
+  link record like a plain one.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +32,15 @@ from broker_stub.store.commit_log import CommitLog, DataGoneError
 from broker_stub.store.consume_queue import ENTRY_DTYPE, ConsumeQueue
 from broker_stub.store.group_commit import GroupCommit
 from broker_stub.store.idempotency import IdempotencyIndex, StoredBatch
-from broker_stub.store.record import RecordHeader, encode_record
+from broker_stub.store.record import (
+    FLAG_LINK,
+    FLAG_STAGED,
+    LINK_ENTRY,
+    RecordHeader,
+    decode_link,
+    encode_link,
+    encode_record,
+)
 from broker_stub.store.retired_fds import RetiredFds
 from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import Int32Array, PackedBatch
@@ -44,6 +56,18 @@ class ReadStatus(enum.Enum):
     NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     OFFSET_OVERFLOW = "OFFSET_OVERFLOW"
+
+
+@dataclass(frozen=True, slots=True)
+class StagedRecord:
+    """A staged record (FLAG_STAGED) that `link` makes visible: the file it is in (an index into
+    link's `files`), its offset there, where its rows start (from the record start), and its
+    message sizes."""
+
+    source: int
+    offset: int
+    rows_offset: int
+    sizes: Int32Array
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +129,17 @@ class MessageStore:
         verify_from = int(checkpoint.get("cq_safe_pos", 0))
         if verify_from > self._log.written_pos or verify_from < self._log.min_pos:
             verify_from = self._log.min_pos
-        for _pos, header in self._log.walk_headers(IDEMPOTENCY_SEGMENTS, verify_from):
+        for _pos, header in self._log.walk_headers(IDEMPOTENCY_SEGMENTS * self.config.segment_bytes, verify_from):
             self._remember_key(header)
         redispatched = 0
+        staged: dict[int, tuple[int, Int32Array]] = {}
         for pos, header, sizes in self._log.recover(verify_from):
-            redispatched += self._redispatch(pos, header, sizes)
+            if header.flags == FLAG_STAGED:
+                staged[pos] = (header.rows_offset, sizes)
+            elif header.flags == FLAG_LINK:
+                redispatched += self._redispatch_link(pos, header, staged)
+            else:
+                redispatched += self._redispatch(pos, header, sizes)
             self._remember_key(header)
             self._last_store_ts = max(self._last_store_ts, header.store_timestamp)
         valid_end = self._log.written_pos
@@ -247,6 +277,82 @@ class MessageStore:
             self._on_arrival(topic, queue_id)
         return AppendResult(base, batch.count, now, end_pos=end)
 
+    def link(
+        self,
+        topic: str,
+        key: bytes,
+        files: Sequence[Path | int],
+        groups: Sequence[tuple[int, Sequence[StagedRecord]]],
+        before_adopt: Callable[[list[int]], None] | None = None,
+    ) -> int:
+        """Make staged records visible without writing their rows again: each file of `files`
+        that is a Path (durable whole records) is adopted as the next commit-log segment (an
+        int is a file adopted before, at that position); then one link record, keyed `key`,
+        gives each group's records, in order, the next offsets of its physical queue. The link
+        record is fsynced before this returns (whatever the flush mode). `before_adopt(bases)`
+        is told where the files will be, before any is moved. Returns the rows made visible (0
+        if `key` was linked before)."""
+        uid = self._uids.get(topic)
+        if uid is None:
+            raise InvalidBatchError(f"topic {topic!r} is not registered with the store")
+        with self._append_lock:
+            if self._idempotency.get(key) is not None:
+                return 0
+            self._group_commit.wait(self._log.written_pos)  # nothing torn may precede adopted segments
+            paths = [f for f in files if isinstance(f, Path)]
+            if before_adopt is not None:
+                before_adopt(self._log.planned_bases(paths))
+            adopted = iter(self._log.adopt(paths))
+            bases = [next(adopted) if isinstance(f, Path) else f for f in files]
+            now = max(int(time.time() * 1000), self._last_store_ts)
+            link_rows: list[tuple[int, int, int, int]] = []
+            pending: dict[int, list[np.ndarray]] = {}
+            next_offset: dict[int, int] = {}
+            for queue, records in groups:
+                offset = next_offset.get(queue, self._queue(topic, queue).max_offset)
+                for rec in records:
+                    pos = bases[rec.source] + rec.offset
+                    count = int(rec.sizes.shape[0])
+                    link_rows.append((queue, count, offset, pos))
+                    pending.setdefault(queue, []).append(_entries(pos + rec.rows_offset, rec.sizes, now))
+                    offset += count
+                next_offset[queue] = offset
+            if not link_rows:
+                return 0
+            sizes, data = encode_link(np.array(link_rows, dtype=LINK_ENTRY))
+            self._log.append(
+                encode_record(
+                    topic=topic,
+                    queue_id=-1,
+                    base_offset=0,
+                    store_timestamp=now,
+                    topic_uid=uid,
+                    attrs=key,
+                    sizes=sizes,
+                    data=data,
+                    flags=FLAG_LINK,
+                )
+            )
+            for queue, parts in pending.items():
+                self._queue(topic, queue).append(np.concatenate(parts) if len(parts) > 1 else parts[0])
+            self._last_store_ts = now
+            end = self._log.written_pos
+            total = sum(row[1] for row in link_rows)
+            self._idempotency.add(key, StoredBatch(topic, -1, 0, total, now))
+        self._group_commit.wait(end)
+        if self._on_arrival is not None:
+            for queue in pending:
+                self._on_arrival(topic, queue)
+        return total
+
+    def segment_file(self, base: int) -> Path | None:
+        """The commit-log file of the segment starting at `base` (e.g. one `link` adopted)."""
+        return self._log.segment_file(base)
+
+    @property
+    def log_directory(self) -> Path:
+        return self._dir / "commitlog"
+
     def stored_key(self, key: bytes) -> StoredBatch | None:
         """What a batch sent with this idempotency key became, if it is still remembered."""
         return self._idempotency.get(key)
@@ -266,7 +372,7 @@ class MessageStore:
         return AppendResult(seen.base_offset, seen.count, seen.store_timestamp, duplicate=True)
 
     def _remember_key(self, header: RecordHeader) -> None:
-        if header.attrs and self._uids.get(header.topic) == header.topic_uid:
+        if header.attrs and header.flags != FLAG_STAGED and self._uids.get(header.topic) == header.topic_uid:
             self._idempotency.add(
                 header.attrs,
                 StoredBatch(header.topic, header.queue_id, header.base_offset, header.count, header.store_timestamp),
@@ -275,23 +381,44 @@ class MessageStore:
     def _redispatch(self, pos: int, header: RecordHeader, sizes: Int32Array) -> int:
         if self._uids.get(header.topic) != header.topic_uid:
             return 0
-        cq = self._queue(header.topic, header.queue_id)
-        end = header.base_offset + header.count
-        if cq.max_offset >= end:
+        return self._dispatch(
+            header.topic, header.queue_id, header.base_offset, pos + header.rows_offset, sizes, header.store_timestamp
+        )
+
+    def _redispatch_link(self, pos: int, header: RecordHeader, staged: dict[int, tuple[int, Int32Array]]) -> int:
+        """Re-dispatch a link record's entries; the staged records' sizes come from this recovery
+        walk when it saw them, else from the log."""
+        if self._uids.get(header.topic) != header.topic_uid:
             return 0
-        if cq.max_offset < header.base_offset:
+        done = 0
+        for entry in decode_link(self._log.read_record(pos), header).tolist():
+            queue, _count, base, record_pos = entry
+            found = staged.get(record_pos)
+            if found is None:
+                staged_header, sizes = self._log.record_at(record_pos)
+                found = (staged_header.rows_offset, sizes)
+            rows_offset, sizes = found
+            done += self._dispatch(header.topic, queue, base, record_pos + rows_offset, sizes, header.store_timestamp)
+        return done
+
+    def _dispatch(self, topic: str, queue_id: int, base: int, rows_at: int, sizes: Int32Array, store_ts: int) -> int:
+        cq = self._queue(topic, queue_id)
+        count = int(sizes.shape[0])
+        if cq.max_offset >= base + count:
+            return 0
+        if cq.max_offset < base:
             log.error(
                 "recovery: %s/%d consume queue ends at %d but the next record starts at %d",
-                header.topic,
-                header.queue_id,
+                topic,
+                queue_id,
                 cq.max_offset,
-                header.base_offset,
+                base,
             )
             return 0
-        if cq.max_offset > header.base_offset:
-            cq.truncate_to(header.base_offset)
-        cq.append(_entries(pos + header.rows_offset, sizes, header.store_timestamp))
-        return header.count
+        if cq.max_offset > base:
+            cq.truncate_to(base)
+        cq.append(_entries(rows_at, sizes, store_ts))
+        return count
 
     # ------------------------------------------------------------------ reads
 

@@ -4,7 +4,7 @@ offset size field
 0      4    magic             0x534D5131 ("SMQ1")
 4      4    total_len         bytes of the whole record, header included
 8      4    crc32             of bytes [12, total_len)
-12     2    flags             reserved, 0
+12     2    flags             0, FLAG_STAGED or FLAG_LINK (below)
 14     2    topic_len
 16     4    queue_id          physical queue
 20     8    base_offset       queue offset of the first message
@@ -13,6 +13,14 @@ offset size field
 40     8    topic_uid         the topic incarnation the record belongs to
 48     4    attr_len          record attributes (the idempotency key), may be 0
 52     ...  topic, attrs, sizes (int32 per message), packed message rows
+
+Besides plain records (flags 0), the sink's write-once commit uses two kinds:
+- FLAG_STAGED: rows a sink task staged, written to a staging file in this format; the file
+  becomes a commit-log segment as a whole at commit ("adopted"). Such a record belongs to no
+  queue by itself: queue_id is the logic queue it was staged for, base_offset the chunk seq.
+- FLAG_LINK: makes staged records visible. Its "messages" are LINK_ENTRY rows (physical queue,
+  count, base offset, position of the staged record): recovery re-dispatches consume-queue
+  entries from them exactly as from a plain record. attrs is the commit's idempotency key.
 """
 
 from __future__ import annotations
@@ -29,6 +37,10 @@ MAGIC = 0x534D5131
 HEADER = struct.Struct("<IIIHHiqiqQI")
 HEADER_SIZE = HEADER.size  # 52
 MAX_ATTR_LEN = 1024
+FLAG_STAGED = 1
+FLAG_LINK = 2
+_FLAGS = (0, FLAG_STAGED, FLAG_LINK)
+LINK_ENTRY = np.dtype([("queue", "<i4"), ("count", "<i4"), ("base", "<i8"), ("record_pos", "<i8")])
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +54,7 @@ class RecordHeader:
     store_timestamp: int
     topic_uid: int
     attrs: bytes
+    flags: int = 0
 
     @property
     def rows_offset(self) -> int:
@@ -58,15 +71,16 @@ def encode_record(
     topic_uid: int,
     attrs: bytes,
     sizes: Int32Array,
-    data: bytes,
-) -> list[bytes]:
+    data: bytes | memoryview,
+    flags: int = 0,
+) -> list[bytes | memoryview]:
     """The record as parts for os.writev (no copy of the message data)."""
     topic_b = topic.encode()
     sizes_b = sizes.astype("<i4", copy=False).tobytes()
     count = int(sizes.shape[0])
     total = HEADER_SIZE + len(topic_b) + len(attrs) + len(sizes_b) + len(data)
     head_rest = struct.pack(
-        "<HHiqiqQI", 0, len(topic_b), queue_id, base_offset, count, store_timestamp, topic_uid, len(attrs)
+        "<HHiqiqQI", flags, len(topic_b), queue_id, base_offset, count, store_timestamp, topic_uid, len(attrs)
     )
     crc = zlib.crc32(head_rest)
     crc = zlib.crc32(topic_b, crc)
@@ -81,24 +95,25 @@ class RecordError(ValueError):
     """A record that is torn or corrupt: recovery cuts the log here."""
 
 
-def decode_header(head: bytes, available: int) -> tuple[int, int, int, int, int, int, int, int, int]:
-    """Check the fixed header; `available` is how many bytes the segment has from here."""
+def decode_header(head: bytes, available: int) -> tuple[int, int, int, int, int, int, int, int, int, int]:
+    """Check the fixed header; `available` is how many bytes the segment has from here. Returns
+    total, crc, topic_len, queue_id, base, count, timestamp, topic uid, attr_len, flags."""
     if len(head) < HEADER_SIZE:
         raise RecordError("short header")
     magic, total, crc, flags, topic_len, queue_id, base, count, ts, uid, attr_len = HEADER.unpack_from(head)
     if magic != MAGIC:
         raise RecordError(f"bad magic {magic:#x}")
-    if flags != 0 or count <= 0 or attr_len > MAX_ATTR_LEN or base < 0:
+    if flags not in _FLAGS or count <= 0 or attr_len > MAX_ATTR_LEN or base < 0:
         raise RecordError("bad header fields")
     minimum = HEADER_SIZE + topic_len + attr_len + 4 * count
     if total < minimum or total > available:
         raise RecordError(f"record length {total} does not fit")
-    return total, crc, topic_len, queue_id, base, count, ts, uid, attr_len
+    return total, crc, topic_len, queue_id, base, count, ts, uid, attr_len, flags
 
 
 def parse_record(record: bytes) -> tuple[RecordHeader, Int32Array]:
     """Fully check one record (CRC and sizes); returns its header and message sizes."""
-    total, crc, topic_len, queue_id, base, count, ts, uid, attr_len = decode_header(record, len(record))
+    total, crc, topic_len, queue_id, base, count, ts, uid, attr_len, flags = decode_header(record, len(record))
     if total != len(record):
         raise RecordError("record length mismatch")
     if zlib.crc32(memoryview(record)[12:]) != crc:
@@ -112,5 +127,17 @@ def parse_record(record: bytes) -> tuple[RecordHeader, Int32Array]:
     p += 4 * count
     if int(sizes.min()) <= 0 or int(sizes.sum(dtype=np.int64)) != total - p:
         raise RecordError("message sizes do not add up")
-    header = RecordHeader(total, crc, topic, queue_id, base, count, ts, uid, attrs)
+    header = RecordHeader(total, crc, topic, queue_id, base, count, ts, uid, attrs, flags)
     return header, sizes
+
+
+def encode_link(entries: np.ndarray) -> tuple[Int32Array, bytes]:
+    """A link record's sizes and rows for its LINK_ENTRY entries."""
+    entries = np.ascontiguousarray(entries, dtype=LINK_ENTRY)
+    return np.full(len(entries), LINK_ENTRY.itemsize, dtype=np.int32), entries.tobytes()
+
+
+def decode_link(record: bytes | memoryview, header: RecordHeader) -> np.ndarray:
+    """The LINK_ENTRY entries of a link record (whole record bytes)."""
+    start = header.rows_offset
+    return np.frombuffer(record, dtype=LINK_ENTRY, count=header.count, offset=start)

@@ -4,14 +4,18 @@ commit). Layout under <data>/sink/:
     staging/<writer>/<batch>/<staging id>   chunks a task staged here (not yet visible)
     txn/<writer>/<batch>.plan               how the commit appends them (written at prepare)
     txn/<writer>/<batch>.bin                the commit decision (TxnDecision), then "committed"
+    txn/<writer>/<batch>.adopt              where the commit moved its staging files, if it did
 
-A chunk file is a sequence of records [magic, crc, queue, seq, count, data_len][sizes][rows]; a
-torn tail is ignored (its chunk was never acknowledged as durable: prepare fsyncs first).
+A staging file is a sequence of commit-log records (broker_stub/store/record.py) flagged
+FLAG_STAGED, one per chunk: queue_id is the logic queue, base_offset the chunk's seq. So a
+staging file can become a commit-log segment as it is (the write-once commit: the message store
+adopts it by rename and links its records into their queues). A torn tail (a write the broker
+died in, never acknowledged) is cut before the file is written again.
 
 While the broker runs, it keeps an index of each staging file it wrote itself from empty (or
-read to its end without a torn record), every write of which succeeded: the index then says
-exactly what reading the file would, so prepare need not read the rows. Any other file is read.
-It also holds the rows of the chunks it staged last (up to HOLD_BYTES) for their commit.
+read to its end), every write of which succeeded: the index then says exactly what reading the
+file would, so prepare need not read the rows. Any other file is read. Once a transaction's
+decision is stored, its staging files take no more chunks.
 """
 
 from __future__ import annotations
@@ -19,49 +23,38 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import threading
-import zlib
-from collections import OrderedDict
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-import numpy as np
-
 from broker_stub.store.atomic_file import atomic_write_bytes, fsync_dir
-from staticmq_spark.errors import DataLossError, InvalidArgumentError
-from staticmq_spark.protocol.codec import PackedBatch
+from broker_stub.store.record import FLAG_STAGED, HEADER_SIZE, RecordError, decode_header, encode_record, parse_record
+from staticmq_spark.errors import ConflictError, DataLossError, InvalidArgumentError
+from staticmq_spark.protocol.codec import Int32Array, PackedBatch
 
-_HEAD = struct.Struct("<IIiiiI")
-_BODY_HEAD = struct.Struct("<iiiI")
-_MAGIC = 0x534D5354  # "SMST"
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 KEEP_TXNS_PER_WRITER = 200
-HOLD_BYTES = 128 << 20  # rows of recently staged chunks kept in memory for their commit
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    queue: int
-    seq: int
-    batch: PackedBatch
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkInfo:
-    """Where a staged chunk is in its file, and what it holds."""
+    """Where a staged chunk's record is in its file, and what it holds."""
 
+    topic: str
     queue: int
     seq: int
     count: int
     data_len: int
     offset: int  # of its record
+    rows_offset: int  # of its rows, from the record start
+    sizes: Int32Array = field(compare=False, repr=False)
 
     @property
     def record_len(self) -> int:
-        return _HEAD.size + 4 * self.count + self.data_len
+        return self.rows_offset + self.data_len
 
 
 def _checked(name: str, what: str) -> str:
@@ -70,41 +63,48 @@ def _checked(name: str, what: str) -> str:
     return name
 
 
-def _crc(queue: int, seq: int, count: int, data_len: int, sizes: bytes | memoryview, data: bytes | memoryview) -> int:
-    crc = zlib.crc32(_BODY_HEAD.pack(queue, seq, count, data_len))
-    crc = zlib.crc32(sizes, crc)
-    return zlib.crc32(data, crc)
-
-
 class SinkStaging:
     def __init__(self, root: Path) -> None:
         self._staging = root / "staging"
         self._txn = root / "txn"
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # held by stage() writes, and by whoever moves staging files
         self._seqs: dict[Path, set[int]] = {}
         self._known: dict[Path, dict[int, ChunkInfo]] = {}  # files whose index is exact (see above)
-        self._held: OrderedDict[tuple[Path, int], PackedBatch] = OrderedDict()  # chunks written, oldest first
-        self._held_bytes = 0
 
     # ------------------------------------------------------------------ staging
 
-    def _file(self, writer: str, batch: int, staging_id: str) -> Path:
+    def staging_path(self, writer: str, batch: int, staging_id: str) -> Path:
         return self._staging / _checked(writer, "writer") / str(batch) / _checked(staging_id, "staging id")
 
-    def stage(self, writer: str, batch: int, staging_id: str, queue: int, seq: int, rows: PackedBatch) -> None:
+    def stage(
+        self, writer: str, batch: int, staging_id: str, queue: int, seq: int, rows: PackedBatch, *, topic: str, uid: int
+    ) -> None:
         """Append one chunk; the same (staging id, seq) staged again is ignored."""
-        path = self._file(writer, batch, staging_id)
-        sizes = rows.sizes_bytes()
-        crc = _crc(queue, seq, rows.count, len(rows.data), sizes, rows.data)
-        head = _HEAD.pack(_MAGIC, crc, queue, seq, rows.count, len(rows.data))
-        with self._lock:
+        path = self.staging_path(writer, batch, staging_id)
+        parts = encode_record(
+            topic=topic,
+            queue_id=queue,
+            base_offset=seq,
+            store_timestamp=int(time.time() * 1000),
+            topic_uid=uid,
+            attrs=b"",
+            sizes=rows.sizes,
+            data=rows.data,
+            flags=FLAG_STAGED,
+        )
+        with self.lock:
+            if self._txn_file(writer, batch).exists():
+                raise ConflictError(
+                    f"transaction {writer}/{batch} is already prepared on this broker: it takes no more rows"
+                )
             seqs = self._seqs.get(path)
             if seqs is None:
-                infos, clean = self._scan(path)
+                infos, end = scan_staged(path)
+                if end is not None:  # a torn tail: cut it, the rest is whole
+                    os.truncate(path, end)
                 seqs = set(infos)
                 self._seqs[path] = seqs
-                if clean:
-                    self._known[path] = infos
+                self._known[path] = infos
             if seq in seqs:
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,88 +112,34 @@ class SinkStaging:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 offset = os.fstat(fd).st_size
-                _write_all(fd, [head, sizes, rows.data])
+                _write_all(fd, parts)
             finally:
                 os.close(fd)
             seqs.add(seq)
             if known is not None:
-                known[seq] = ChunkInfo(queue, seq, rows.count, len(rows.data), offset)
+                rows_offset = sum(len(p) for p in parts[:4])
+                known[seq] = ChunkInfo(topic, queue, seq, rows.count, len(rows.data), offset, rows_offset, rows.sizes)
                 self._known[path] = known
-            self._hold(path, seq, rows)
-
-    def _hold(self, path: Path, seq: int, rows: PackedBatch) -> None:
-        """Keep the rows of a chunk just written (exactly the file's bytes), so that its commit
-        need not read them back; the oldest are let go beyond HOLD_BYTES. Caller holds the lock."""
-        self._held[(path, seq)] = rows
-        self._held_bytes += len(rows.data)
-        while self._held_bytes > HOLD_BYTES:
-            _, old = self._held.popitem(last=False)
-            self._held_bytes -= len(old.data)
 
     def index(self, writer: str, batch: int, staging_id: str) -> dict[int, ChunkInfo]:
         """The readable chunks of a staging id, by seq."""
-        path = self._file(writer, batch, staging_id)
-        with self._lock:
+        path = self.staging_path(writer, batch, staging_id)
+        with self.lock:
             known = self._known.get(path)
             if known is not None:
                 return dict(known)
-        return self._scan(path)[0]
-
-    def read(self, writer: str, batch: int, staging_id: str, info: ChunkInfo) -> PackedBatch:
-        """The rows of one chunk of `index()`: those written by this process if still held, else
-        read back and checked against their checksum."""
-        path = self._file(writer, batch, staging_id)
-        with self._lock:
-            held = self._held.get((path, info.seq))
-        if held is not None and (held.count, len(held.data)) == (info.count, info.data_len):
-            return held
-        try:
-            with path.open("rb") as fh:
-                fh.seek(info.offset)
-                head = fh.read(_HEAD.size + 4 * info.count)
-                data = fh.read(info.data_len)
-        except FileNotFoundError:
-            head = data = b""
-        if len(head) == _HEAD.size + 4 * info.count and len(data) == info.data_len:
-            magic, crc, queue, seq, count, data_len = _HEAD.unpack_from(head)
-            sizes = memoryview(head)[_HEAD.size :]
-            expected = (_MAGIC, info.queue, info.seq, info.count, info.data_len)
-            if (magic, queue, seq, count, data_len) == expected and _crc(
-                queue, seq, count, data_len, sizes, data
-            ) == crc:
-                return PackedBatch(data, np.frombuffer(sizes, dtype="<i4").astype(np.int32))
-        raise DataLossError(f"staged chunk {info.seq} of {path} is damaged or missing")
-
-    def chunks(self, writer: str, batch: int, staging_id: str) -> list[Chunk]:
-        return [
-            Chunk(info.queue, seq, self.read(writer, batch, staging_id, info))
-            for seq, info in sorted(self.index(writer, batch, staging_id).items())
-        ]
+        return scan_staged(path)[0]
 
     def make_durable(self, writer: str, batch: int, staging_id: str) -> None:
-        path = self._file(writer, batch, staging_id)
+        path = self.staging_path(writer, batch, staging_id)
         if path.exists():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(path)
             fsync_dir(path.parent)
 
-    @staticmethod
-    def _scan(path: Path) -> tuple[dict[int, ChunkInfo], bool]:
-        """The chunks of a file up to its first torn or damaged record, and whether there was none."""
-        infos: dict[int, ChunkInfo] = {}
-        try:
-            fh = path.open("rb")
-        except FileNotFoundError:
-            return infos, True
-        with fh:
-            for info in _records(fh):
-                if info is None:
-                    return infos, False
-                infos.setdefault(info.seq, info)
-        return infos, True
+    def forget(self, path: Path) -> None:
+        """`path` was moved away (adopted by the commit log). Caller holds `lock`."""
+        self._seqs.pop(path, None)
+        self._known.pop(path, None)
 
     def drop_batches_up_to(self, writer: str, batch: int) -> None:
         """Staging of batches <= `batch` will never be committed any more: delete it."""
@@ -202,12 +148,10 @@ class SinkStaging:
             return
         for entry in root.iterdir():
             if entry.name.isdigit() and int(entry.name) <= batch:
-                with self._lock:
+                with self.lock:
                     for cache in (self._seqs, self._known):
                         for path in [p for p in cache if p.parent == entry]:
                             del cache[path]
-                    for key in [k for k in self._held if k[0].parent == entry]:
-                        self._held_bytes -= len(self._held.pop(key).data)
                 shutil.rmtree(entry, ignore_errors=True)
 
     # ------------------------------------------------------------------ transaction records
@@ -240,41 +184,99 @@ class SinkStaging:
             return None
         return [(int(q), [(str(s), int(n)) for s, n in chunks]) for q, chunks in json.loads(raw)]
 
+    def record_adoption(self, writer: str, batch: int, bases: dict[str, int]) -> None:
+        """Where the commit is about to move staging files in the commit log (staging id ->
+        position), written durably before it moves any."""
+        atomic_write_bytes(self._txn_file(writer, batch, ".adopt"), json.dumps(bases, sort_keys=True).encode())
+
+    def adoption(self, writer: str, batch: int) -> dict[str, int]:
+        try:
+            raw = self._txn_file(writer, batch, ".adopt").read_bytes()
+        except FileNotFoundError:
+            return {}
+        return {str(k): int(v) for k, v in json.loads(raw).items()}
+
     def forget_old_txns(self, writer: str, newest: int) -> None:
         root = self._txn / _checked(writer, "writer")
-        for pattern in ("*.bin", "*.plan"):
+        for pattern in ("*.bin", "*.plan", "*.adopt"):
             for path in root.glob(pattern):
                 if path.stem.isdigit() and int(path.stem) < newest - KEEP_TXNS_PER_WRITER:
                     path.unlink(missing_ok=True)
 
 
-def _records(fh: BinaryIO) -> Iterator[ChunkInfo | None]:
-    """The records of a staging file in order, each checked; None for a torn or damaged one
+def scan_staged(path: Path) -> tuple[dict[int, ChunkInfo], int | None]:
+    """The staged chunks of a file (a staging file, or one the commit log adopted), each record
+    checked, up to the first torn or damaged record or one that is not staged; and where that
+    record starts, or None if the file ends with a whole staged record."""
+    infos: dict[int, ChunkInfo] = {}
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        return infos, None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        offset = 0
+        for info in _records(fh, size):
+            if info is None:
+                break
+            infos.setdefault(info.seq, info)
+            offset = info.offset + info.record_len
+        else:
+            return infos, None
+    return infos, offset
+
+
+def _records(fh: BinaryIO, size: int) -> Iterator[ChunkInfo | None]:
+    """The records of a file in order, each checked; None for a torn, damaged or not staged one
     (and nothing after it)."""
     offset = 0
-    while True:
-        head = fh.read(_HEAD.size)
-        if len(head) < _HEAD.size:
-            if head:
-                yield None
-            return
-        magic, crc, queue, seq, count, data_len = _HEAD.unpack(head)
-        if magic != _MAGIC or count <= 0 or data_len < 0:
+    while offset < size:
+        head = fh.read(HEADER_SIZE)
+        try:
+            total, _crc, _tl, _q, _b, _c, _ts, _uid, _al, flags = decode_header(head, size - offset)
+            if flags != FLAG_STAGED:
+                raise RecordError("not a staged record")
+            record = head + fh.read(total - HEADER_SIZE)
+            header, sizes = parse_record(record)
+        except RecordError:
             yield None
             return
-        body = fh.read(4 * count + data_len)
-        if len(body) < 4 * count + data_len:
-            yield None
-            return
-        view = memoryview(body)
-        if _crc(queue, seq, count, data_len, view[: 4 * count], view[4 * count :]) != crc:
-            yield None
-            return
-        yield ChunkInfo(queue, seq, count, data_len, offset)
-        offset += _HEAD.size + len(body)
+        yield ChunkInfo(
+            header.topic,
+            header.queue_id,
+            header.base_offset,
+            header.count,
+            total - header.rows_offset,
+            offset,
+            header.rows_offset,
+            sizes,
+        )
+        offset += total
 
 
-def _write_all(fd: int, parts: list[bytes]) -> None:
+def read_chunk(path: Path, info: ChunkInfo) -> PackedBatch:
+    """The rows of one chunk of `scan_staged(path)` / `index()`, checked against their CRC."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(info.offset)
+            record = fh.read(info.record_len)
+        header, sizes = parse_record(record)
+    except (OSError, RecordError):
+        raise DataLossError(f"staged chunk {info.seq} of {path} is damaged or missing") from None
+    if (header.queue_id, header.base_offset, header.count) != (info.queue, info.seq, info.count):
+        raise DataLossError(f"staged chunk {info.seq} of {path} is not the record indexed there")
+    return PackedBatch(record[header.rows_offset :], sizes)
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
     views = [memoryview(p) for p in parts if len(p)]
     while views:
         written = os.writev(fd, views)

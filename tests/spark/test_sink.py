@@ -1,5 +1,9 @@
 """The staticmq sink: fixed sharding by key hash, exactly once under restarts, killed drivers
-and failed tasks, broker loss while writing, and clear errors for bad input."""
+and failed tasks, broker loss while writing, and clear errors for bad input.
+
+The module's cluster commits every transaction write-once (store.sink_link_min_bytes = 0: the
+staging files are adopted by the commit log and linked); the test with its own default cluster
+commits its small transaction by copying."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,10 +21,24 @@ from pyspark.errors import PySparkException
 
 from staticmq_spark.client import Admin
 from staticmq_spark.hashing import queue_for_key
+from staticmq_spark.testing import LocalCluster
 from tests.spark.helpers import new_topic, produce, source, wait_until
 
 pytestmark = pytest.mark.spark
 SCRIPTS = Path(__file__).parent / "scripts"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    path: Path = tmp_path_factory.mktemp("sink-cluster")
+    with LocalCluster(
+        brokers=3,
+        data_dir=path / "cluster",
+        heartbeat_ms=300,
+        broker_timeout_ms=3000,
+        store={"sink_link_min_bytes": 0},
+    ) as c:
+        yield c
 
 
 def read_topic(spark, namesrv: str, topic: str) -> list:  # type: ignore[no-untyped-def,type-arg]
@@ -156,9 +175,20 @@ def test_broker_killed_while_writing_loses_nothing_and_strict_keys_wait(spark, c
     assert_hash_sharded(rows, 3)
 
 
-def test_keyless_rows_flow_to_the_other_brokers_while_one_is_down(spark, tmp_path: Path) -> None:
-    from staticmq_spark.testing import LocalCluster
+def test_large_commits_write_rows_once_by_adopting_the_staging_files(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 4)
+    before = set(cluster.data_dir.glob("*/sink/txn/*/*.adopt"))
+    df = spark.range(3000, numPartitions=2).selectExpr("CAST(id AS STRING) AS key", "repeat('v', 50) AS value")
+    write(df, cluster.namesrv, topic)
+    adopted = set(cluster.data_dir.glob("*/sink/txn/*/*.adopt")) - before
+    assert adopted, "the commit copied the rows instead of adopting the staging files"
+    assert not list(cluster.data_dir.glob("*/sink/staging/*/*/*")), "staging files left behind"
+    rows = read_topic(spark, cluster.namesrv, topic)
+    assert sorted(int(r["key"]) for r in rows) == list(range(3000))
+    assert_hash_sharded(rows, 4)
 
+
+def test_keyless_rows_flow_to_the_other_brokers_while_one_is_down(spark, tmp_path: Path) -> None:
     with LocalCluster(brokers=2, data_dir=tmp_path / "c", heartbeat_ms=200, broker_timeout_ms=3000) as c:
         topic = new_topic(c.namesrv, 4)
         c.kill_broker("broker-1")
