@@ -289,7 +289,7 @@ class MessageStore:
         that is a Path (durable whole records) is adopted as the next commit-log segment (an
         int is a file adopted before, at that position); then one link record, keyed `key`,
         gives each group's records, in order, the next offsets of its physical queue. The link
-        record is fsynced before this returns (whatever the flush mode). `before_adopt(bases)`
+        record is fsynced (whatever the flush mode) before the consume queues get its entries. `before_adopt(bases)`
         is told where the files will be, before any is moved. Returns the rows made visible (0
         if `key` was linked before)."""
         uid = self._uids.get(topic)
@@ -333,13 +333,15 @@ class MessageStore:
                     flags=FLAG_LINK,
                 )
             )
+            # durable before any consume-queue entry exists: an entry of a linked record points
+            # below the link, so recovery could not tell it from a kept one if the link were lost
+            end = self._log.written_pos
+            self._group_commit.wait(end)
             for queue, parts in pending.items():
                 self._queue(topic, queue).append(np.concatenate(parts) if len(parts) > 1 else parts[0])
             self._last_store_ts = now
-            end = self._log.written_pos
             total = sum(row[1] for row in link_rows)
             self._idempotency.add(key, StoredBatch(topic, -1, 0, total, now))
-        self._group_commit.wait(end)
         if self._on_arrival is not None:
             for queue in pending:
                 self._on_arrival(topic, queue)
