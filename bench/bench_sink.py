@@ -7,9 +7,10 @@ One run, one Spark session (local[2], UI off, Python worker reuse on), one machi
   sha2 digests of the id, string), built from `spark.range(rows, numPartitions=--partitions)`,
   cached and counted before anything is timed; written once as --partitions parquet files for the
   streaming lines. Both sinks write exactly the same rows, with the same number of partitions.
-- staticmq: two `LocalCluster(brokers=2)`s, one with broker flush=sync (the default: the rows
-  appended at commit are fsynced before it returns) and one with flush=async (staged rows and the
-  commit decision are fsynced at prepare in both); each run writes into a fresh static topic of
+- staticmq: two `LocalCluster(brokers=2)`s, one with broker flush=sync (the default) and one
+  with flush=async (staged rows and the commit decision are fsynced at prepare in both; a commit
+  of >= 4 MiB per broker then links the staged rows without writing them again, a smaller one
+  copies them, fsynced at commit with flush=sync); each run writes into a fresh static topic of
   8 logic queues (spread over both brokers), default sink options. The row count in the topic is
   checked after each run.
 - lines: batch `df.write.format(...).save()` of the cached DataFrame (staticmq sync, staticmq
