@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker_stub.store.retired_fds import RetiredFds
+from staticmq_spark.protocol.codec import Int32Array
 
 ENTRY_DTYPE = np.dtype([("pos", "<i8"), ("size", "<i4"), ("flags", "<i4"), ("store_ts", "<i8")])
 ENTRY_SIZE = ENTRY_DTYPE.itemsize  # 24
@@ -201,3 +202,14 @@ class ConsumeQueue:
 
     def _path(self, index: int) -> Path:
         return self.directory / f"{index * self._per_file:020d}{SUFFIX}"
+
+
+def entries_for(rows_at: int, sizes: Int32Array, store_ts: int) -> Entries:
+    """The entries of messages stored back to back from commit-log position `rows_at`."""
+    entries = np.zeros(sizes.shape[0], dtype=ENTRY_DTYPE)
+    starts = np.zeros(sizes.shape[0], dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    entries["pos"] = rows_at + starts
+    entries["size"] = sizes
+    entries["store_ts"] = store_ts
+    return entries

@@ -29,18 +29,11 @@ import numpy as np
 from broker_stub.config import StoreConfig
 from broker_stub.store.atomic_file import atomic_write_json, read_json
 from broker_stub.store.commit_log import CommitLog, DataGoneError
-from broker_stub.store.consume_queue import ENTRY_DTYPE, ConsumeQueue
+from broker_stub.store.consume_queue import ConsumeQueue, entries_for
 from broker_stub.store.group_commit import GroupCommit
 from broker_stub.store.idempotency import IdempotencyIndex, StoredBatch
-from broker_stub.store.record import (
-    FLAG_LINK,
-    FLAG_STAGED,
-    LINK_ENTRY,
-    RecordHeader,
-    decode_link,
-    encode_link,
-    encode_record,
-)
+from broker_stub.store.record import FLAG_LINK, FLAG_STAGED, LINK_ENTRY, RecordHeader, encode_link, encode_record
+from broker_stub.store.redispatch import Redispatcher
 from broker_stub.store.retired_fds import RetiredFds
 from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import Int32Array, PackedBatch
@@ -131,15 +124,9 @@ class MessageStore:
             verify_from = self._log.min_pos
         for _pos, header in self._log.walk_headers(IDEMPOTENCY_SEGMENTS * self.config.segment_bytes, verify_from):
             self._remember_key(header)
-        redispatched = 0
-        staged: dict[int, tuple[int, Int32Array]] = {}
+        redispatch = Redispatcher(self._log, self._uids, self._queue)
         for pos, header, sizes in self._log.recover(verify_from):
-            if header.flags == FLAG_STAGED:
-                staged[pos] = (header.rows_offset, sizes)
-            elif header.flags == FLAG_LINK:
-                redispatched += self._redispatch_link(pos, header, staged)
-            else:
-                redispatched += self._redispatch(pos, header, sizes)
+            redispatch.record(pos, header, sizes)
             self._remember_key(header)
             self._last_store_ts = max(self._last_store_ts, header.store_timestamp)
         valid_end = self._log.written_pos
@@ -147,8 +134,8 @@ class MessageStore:
             cq.truncate_beyond(valid_end)
             cq.advance_min(self._log.min_pos)
             self._last_store_ts = max(self._last_store_ts, cq.last_store_timestamp())
-        if redispatched:
-            log.info("recovery: re-dispatched %d consume-queue entries", redispatched)
+        if redispatch.count:
+            log.info("recovery: re-dispatched %d consume-queue entries", redispatch.count)
         self._group_commit.flushed = valid_end
         self._write_checkpoint(valid_end)
 
@@ -266,7 +253,7 @@ class MessageStore:
             )
             pos = self._log.append(parts)
             rows_at = pos + sum(len(p) for p in parts[:4])
-            cq.append(_entries(rows_at, batch.sizes, now))
+            cq.append(entries_for(rows_at, batch.sizes, now))
             self._last_store_ts = now
             end = self._log.written_pos
             if idempotency_key:
@@ -289,8 +276,8 @@ class MessageStore:
         that is a Path (durable whole records) is adopted as the next commit-log segment (an
         int is a file adopted before, at that position); then one link record, keyed `key`,
         gives each group's records, in order, the next offsets of its physical queue. The link
-        record is fsynced (whatever the flush mode) before the consume queues get its entries. `before_adopt(bases)`
-        is told where the files will be, before any is moved. Returns the rows made visible (0
+        record is fsynced (whatever the flush mode) before the consume queues get its entries.
+        `before_adopt(bases)` is told where the files will be, before any is moved. Returns the rows made visible (0
         if `key` was linked before)."""
         uid = self._uids.get(topic)
         if uid is None:
@@ -314,7 +301,7 @@ class MessageStore:
                     pos = bases[rec.source] + rec.offset
                     count = int(rec.sizes.shape[0])
                     link_rows.append((queue, count, offset, pos))
-                    pending.setdefault(queue, []).append(_entries(pos + rec.rows_offset, rec.sizes, now))
+                    pending.setdefault(queue, []).append(entries_for(pos + rec.rows_offset, rec.sizes, now))
                     offset += count
                 next_offset[queue] = offset
             if not link_rows:
@@ -379,48 +366,6 @@ class MessageStore:
                 header.attrs,
                 StoredBatch(header.topic, header.queue_id, header.base_offset, header.count, header.store_timestamp),
             )
-
-    def _redispatch(self, pos: int, header: RecordHeader, sizes: Int32Array) -> int:
-        if self._uids.get(header.topic) != header.topic_uid:
-            return 0
-        return self._dispatch(
-            header.topic, header.queue_id, header.base_offset, pos + header.rows_offset, sizes, header.store_timestamp
-        )
-
-    def _redispatch_link(self, pos: int, header: RecordHeader, staged: dict[int, tuple[int, Int32Array]]) -> int:
-        """Re-dispatch a link record's entries; the staged records' sizes come from this recovery
-        walk when it saw them, else from the log."""
-        if self._uids.get(header.topic) != header.topic_uid:
-            return 0
-        done = 0
-        for entry in decode_link(self._log.read_record(pos), header).tolist():
-            queue, _count, base, record_pos = entry
-            found = staged.get(record_pos)
-            if found is None:
-                staged_header, sizes = self._log.record_at(record_pos)
-                found = (staged_header.rows_offset, sizes)
-            rows_offset, sizes = found
-            done += self._dispatch(header.topic, queue, base, record_pos + rows_offset, sizes, header.store_timestamp)
-        return done
-
-    def _dispatch(self, topic: str, queue_id: int, base: int, rows_at: int, sizes: Int32Array, store_ts: int) -> int:
-        cq = self._queue(topic, queue_id)
-        count = int(sizes.shape[0])
-        if cq.max_offset >= base + count:
-            return 0
-        if cq.max_offset < base:
-            log.error(
-                "recovery: %s/%d consume queue ends at %d but the next record starts at %d",
-                topic,
-                queue_id,
-                cq.max_offset,
-                base,
-            )
-            return 0
-        if cq.max_offset > base:
-            cq.truncate_to(base)
-        cq.append(_entries(rows_at, sizes, store_ts))
-        return count
 
     # ------------------------------------------------------------------ reads
 
@@ -496,13 +441,3 @@ class MessageStore:
 
     def disk_usage(self) -> int:
         return self._log.total_bytes()
-
-
-def _entries(rows_at: int, sizes: Int32Array, store_ts: int) -> np.ndarray:
-    entries = np.zeros(sizes.shape[0], dtype=ENTRY_DTYPE)
-    starts = np.zeros(sizes.shape[0], dtype=np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    entries["pos"] = rows_at + starts
-    entries["size"] = sizes
-    entries["store_ts"] = store_ts
-    return entries
