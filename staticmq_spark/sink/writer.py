@@ -3,9 +3,11 @@ which survives restarts from the checkpoint) and batch (one transaction per writ
 
 from __future__ import annotations
 
+import gc
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -19,11 +21,28 @@ from staticmq_spark.sink.stager import Stager
 log = logging.getLogger(__name__)
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block. A task's staging loop makes no
+    reference cycles, but the objects it allocates (per Arrow batch, per request) set off
+    collections that walk the whole long-lived heap of the Python worker (pyspark, pyarrow,
+    grpc): 15-20% of the worker's CPU time in the sink benchmark. Cycles made meanwhile
+    are collected when the collector runs again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _stage_all(opts: SinkOptions, writer: str, batch: int, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-    stager = Stager(opts, writer, batch)
-    for rb in iterator:
-        stager.stage_arrow(rb)
-    stager.flush()
+    with gc_paused():
+        stager = Stager(opts, writer, batch)
+        for rb in iterator:
+            stager.stage_arrow(rb)
+        stager.flush()
     return SinkCommitMessage(writer, batch, stager.staging_id, stager.staged(), stager.rows)
 
 

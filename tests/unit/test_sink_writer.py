@@ -1,0 +1,32 @@
+"""The sink writer's task-side helpers."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from staticmq_spark.sink.writer import gc_paused
+
+
+def test_garbage_collection_is_paused_while_a_task_stages_and_restored_after() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_garbage_collection_is_restored_when_staging_fails() -> None:
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("a broker refused the rows")
+    assert gc.isenabled()
+
+
+def test_a_collector_disabled_before_the_task_stays_disabled() -> None:
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
