@@ -28,6 +28,7 @@ class StoreConfig:
     max_batch_bytes: int = 32 * MiB
     idempotency_window: int = 200_000  # idempotency keys remembered per broker
     sink_link_min_bytes: int = 4 * MiB  # a sink commit staging this much here is written once (linked); 0: always
+    sink_direct_io: bool = True  # staged sink rows bypass the page cache (O_DIRECT) where the file system allows
 
     def __post_init__(self) -> None:
         if self.flush not in FLUSH_POLICIES:
@@ -47,6 +48,8 @@ class StoreConfig:
                 raise InvalidOptionError(f"store.{name} must be positive, got {getattr(self, name)!r}")
         if self.sink_link_min_bytes < 0:
             raise InvalidOptionError(f"store.sink_link_min_bytes must be >= 0, got {self.sink_link_min_bytes!r}")
+        if not isinstance(self.sink_direct_io, bool):
+            raise InvalidOptionError(f"store.sink_direct_io must be true or false, got {self.sink_direct_io!r}")
         if self.retention_bytes < 0 or self.retention_hours < 0:
             raise InvalidOptionError("store.retention_bytes and store.retention_hours must be >= 0")
         if self.max_batch_bytes >= self.segment_bytes:

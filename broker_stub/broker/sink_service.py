@@ -65,7 +65,7 @@ def plan_appends(chunks: list[tuple[str, ChunkInfo]], limit: int) -> list[tuple[
 class SinkService:
     def __init__(self, app: BrokerApp) -> None:
         self._app = app
-        self._staging = SinkStaging(app.config.data_dir / "sink")
+        self._staging = SinkStaging(app.config.data_dir / "sink", app.config.store.sink_direct_io)
         self._staging_root = app.config.data_dir / "sink" / "staging"
         self._staging_root.mkdir(parents=True, exist_ok=True)
         app.store.log_directory.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,9 @@ A staging file is a sequence of commit-log records (broker_stub/store/record.py)
 FLAG_STAGED, one per chunk: queue_id is the logic queue, base_offset the chunk's seq. So a
 staging file can become a commit-log segment as it is (the write-once commit: the message store
 adopts it by rename and links its records into their queues). A torn tail (a write the broker
-died in, never acknowledged) is cut before the file is written again.
+died in, never acknowledged) is cut before the file is written again. Large chunks are written
+mostly past the page cache (direct_write.py, store.sink_direct_io): they are fsynced at prepare
+and usually not read before they are consumed.
 
 While the broker runs, it keeps an index of each staging file it wrote itself from empty (or
 read to its end), every write of which succeeded: the index then says exactly what reading the
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from broker_stub.store.atomic_file import atomic_write_bytes, fsync_dir
+from broker_stub.store.direct_write import DirectWriter
 from broker_stub.store.record import FLAG_STAGED, HEADER_SIZE, RecordError, decode_header, encode_record, parse_record
 from staticmq_spark.errors import ConflictError, DataLossError, InvalidArgumentError
 from staticmq_spark.protocol.codec import Int32Array, PackedBatch
@@ -64,8 +67,9 @@ def _checked(name: str, what: str) -> str:
 
 
 class SinkStaging:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, direct_io: bool = True) -> None:
         self._staging = root / "staging"
+        self._writer = DirectWriter(direct_io)  # used under `lock`
         self._txn = root / "txn"
         self.lock = threading.Lock()  # held by stage() writes, and by whoever moves staging files
         self._seqs: dict[Path, set[int]] = {}
@@ -109,12 +113,8 @@ class SinkStaging:
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
             known = self._known.pop(path, None)  # back only once this write is whole
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                offset = os.fstat(fd).st_size
-                _write_all(fd, parts)
-            finally:
-                os.close(fd)
+            offset = path.stat().st_size if path.exists() else 0
+            self._writer.write(path, offset, parts)
             seqs.add(seq)
             if known is not None:
                 rows_offset = sum(len(p) for p in parts[:4])
@@ -274,14 +274,3 @@ def fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
-    views = [memoryview(p) for p in parts if len(p)]
-    while views:
-        written = os.writev(fd, views)
-        while views and written >= len(views[0]):
-            written -= len(views[0])
-            views.pop(0)
-        if views and written:
-            views[0] = views[0][written:]

@@ -149,3 +149,17 @@ def test_a_prepared_transaction_takes_no_more_rows(tmp_path: Path) -> None:
     with pytest.raises(ConflictError, match="already prepared"):
         staging.stage("w", 0, "s1", 0, 1, encode_messages([b"late"]), topic="t", uid=UID)
     assert sorted(staging.index("w", 0, "s1")) == [0]
+
+
+def test_large_staged_chunks_written_past_the_page_cache_read_back_whole(tmp_path: Path) -> None:
+    staging = SinkStaging(tmp_path / "sink")
+    large = [bytes([i % 256]) * 1000 for i in range(600)]  # ~600 KB: its aligned middle goes O_DIRECT
+    index = stage(staging, "s1", [(0, [b"small"]), (1, large), (0, [b"after"])])
+    path = staging.staging_path("w", 0, "s1")
+    staging.make_durable("w", 0, "s1")
+
+    scanned, torn_at = scan_staged(path)
+    assert torn_at is None and scanned == index
+    assert decode_batch(read_chunk(path, scanned[1])).column("body").to_pylist() == large
+    assert decode_batch(read_chunk(path, scanned[2])).column("body").to_pylist() == [b"after"]
+    assert staging.index("w", 0, "s1") == SinkStaging(tmp_path / "sink").index("w", 0, "s1")
