@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,9 +24,13 @@ GRPC_OPTIONS = [
 
 
 def start_server(
-    host: str, port: int, workers: int, register: Callable[[grpc.Server], None]
+    host: str,
+    port: int,
+    workers: int,
+    register: Callable[[grpc.Server], None],
+    interceptors: Sequence[grpc.ServerInterceptor[Any, Any]] = (),
 ) -> tuple[grpc.Server, int]:
-    server = grpc.server(ThreadPoolExecutor(max_workers=workers), options=GRPC_OPTIONS)
+    server = grpc.server(ThreadPoolExecutor(max_workers=workers), options=GRPC_OPTIONS, interceptors=list(interceptors))
     register(server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")

@@ -34,7 +34,7 @@ class ConsumeServicer(cpb_grpc.ConsumeServiceServicer):
         out = self.app.consumption.pop.pop(query)
         rows = out.rows
         return cpb.PopResponse(
-            batch=pb.MessageBatch(data=rows.data, sizes=rows.sizes_bytes()) if rows is not None else None,
+            batch=pb.MessageBatch(data=rows.data_bytes(), sizes=rows.sizes_bytes()) if rows is not None else None,
             queue_ids=out.queue_ids.astype("<i4").tobytes(),
             queue_offsets=out.queue_offsets.astype("<i8").tobytes(),
             reconsume_times=out.reconsume_times.astype("<i4").tobytes(),

@@ -10,7 +10,7 @@ import grpc
 
 from broker_stub.broker.app import BrokerApp
 from broker_stub.broker.consume_servicer import ConsumeServicer
-from broker_stub.broker.servicer import BrokerServicer
+from broker_stub.broker.servicer import BrokerServicer, RawStageRows
 from broker_stub.config import BrokerConfig
 from broker_stub.grpc_server import start_server, wait_for_termination, write_ready_file
 from staticmq_spark.protocol.pb import consume_pb2_grpc
@@ -43,7 +43,7 @@ def run_broker(config: BrokerConfig, ready_file: Path | None = None) -> None:
         pb_grpc.add_BrokerServicer_to_server(servicer, s)
         consume_pb2_grpc.add_ConsumeServiceServicer_to_server(consume, s)
 
-    server, port = start_server(config.host, config.port, config.grpc_workers, register)
+    server, port = start_server(config.host, config.port, config.grpc_workers, register, [RawStageRows()])
     addr = f"{config.host}:{port}"
     app.serve_at(addr)
     log.info("broker %s serving at %s (flush=%s)", config.name, addr, config.store.flush)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import grpc
 
 from broker_stub.broker.app import BrokerApp
@@ -14,9 +17,33 @@ from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+from staticmq_spark.protocol.stage_wire import StageChunk, decode_stage_request
 from staticmq_spark.protocol.topic import TopicConfig
 
 MAX_IDEMPOTENCY_KEY = 512
+if TYPE_CHECKING:
+    _ServerInterceptor = grpc.ServerInterceptor[Any, Any]
+else:
+    _ServerInterceptor = grpc.ServerInterceptor  # not subscriptable at run time
+STAGE_ROWS_METHOD = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/StageRows"
+
+
+class RawStageRows(_ServerInterceptor):
+    """Hands StageRows its request undecoded: BrokerServicer.StageRows decodes it without
+    copying the rows (stage_wire.py), where protobuf would copy them twice (into the message,
+    then out of it)."""
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None or handler_call_details.method != STAGE_ROWS_METHOD:
+            return handler
+        return grpc.unary_unary_rpc_method_handler(
+            handler.unary_unary, request_deserializer=None, response_serializer=handler.response_serializer
+        )
 
 
 class BrokerServicer(pb_grpc.BrokerServicer):
@@ -178,8 +205,12 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         return pb.Empty()
 
     @rpc_method
-    def StageRows(self, request: pb.StageRequest, context: grpc.ServicerContext) -> pb.StageResponse:
-        self.sink.stage(request)
+    def StageRows(self, request: bytes | pb.StageRequest, context: grpc.ServicerContext) -> pb.StageResponse:
+        """`request` arrives undecoded (bytes) when the server has RawStageRows."""
+        if isinstance(request, bytes):
+            self.sink.stage(decode_stage_request(request))
+        else:
+            self.sink.stage(StageChunk.from_message(request))
         return pb.StageResponse()
 
     @rpc_method

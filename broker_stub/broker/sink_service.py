@@ -43,6 +43,7 @@ from staticmq_spark.errors import (
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.row_decode import validate_batch
+from staticmq_spark.protocol.stage_wire import StageChunk
 
 APPEND_BYTES = 16 << 20  # staged chunks of one logic queue are appended together, up to this size
 
@@ -80,7 +81,8 @@ class SinkService:
 
     # ------------------------------------------------------------------ stage
 
-    def stage(self, req: pb.StageRequest) -> None:
+    def stage(self, chunk: StageChunk) -> None:
+        req = chunk.head
         if not self._app.static.is_static(req.topic):
             raise StaticTopicRefusedError(f"topic {req.topic!r} is not a static topic: the sink writes static topics")
         mapping = self._app.mapping_files.get(req.topic)
@@ -91,12 +93,12 @@ class SinkService:
         if req.batch < 0 or req.seq < 0:
             raise InvalidArgumentError("batch and seq must be >= 0")
         limit = self._app.config.store.max_batch_bytes
-        if len(req.rows.data) > limit:
+        if len(chunk.data) > limit:
             raise InvalidArgumentError(
-                f"a staged chunk of {len(req.rows.data)} bytes exceeds this broker's {limit}-byte batch limit: "
+                f"a staged chunk of {len(chunk.data)} bytes exceeds this broker's {limit}-byte batch limit: "
                 "lower the sink option requestBytes"
             )
-        rows = PackedBatch.from_wire(req.rows.data, req.rows.sizes)
+        rows = PackedBatch.from_wire(chunk.data, chunk.sizes)
         validate_batch(rows, self._app.config.store.max_message_bytes)
         cfg = self._app.topic_configs.get(req.topic)
         uid = cfg.uid if cfg is not None else 0
@@ -280,7 +282,7 @@ class SinkService:
         request = pb.SendRequest(
             topic=topic,
             queue_id=queue,
-            batch=pb.MessageBatch(data=rows.data, sizes=rows.sizes_bytes()),
+            batch=pb.MessageBatch(data=rows.data_bytes(), sizes=rows.sizes_bytes()),
             idempotency_key=key,
             dedup_across_segments=True,
         )

@@ -193,7 +193,7 @@ class Producer:
         request = pb.SendRequest(
             topic=topic,
             queue_id=q.queue_id,
-            batch=pb.MessageBatch(data=batch.data, sizes=batch.sizes_bytes()),
+            batch=pb.MessageBatch(data=batch.data_bytes(), sizes=batch.sizes_bytes()),
             idempotency_key=idem_key,
         )
         resp = invoke(

@@ -61,10 +61,15 @@ Int32Array = npt.NDArray[np.int32]
 
 @dataclass(frozen=True, slots=True)
 class PackedBatch:
-    """Rows packed back to back in `data`; `sizes[i]` is the byte length of row i."""
+    """Rows packed back to back in `data`; `sizes[i]` is the byte length of row i. `data` is a
+    view where a broker keeps received rows without copying them (StageRows)."""
 
-    data: bytes
+    data: bytes | memoryview
     sizes: Int32Array
+
+    def data_bytes(self) -> bytes:
+        """`data` as bytes (a copy only if it is a view)."""
+        return self.data if isinstance(self.data, bytes) else bytes(self.data)
 
     @property
     def count(self) -> int:
@@ -84,7 +89,7 @@ class PackedBatch:
         return PackedBatch(self.data[starts[start] : starts[stop]], self.sizes[start:stop].copy())
 
     @staticmethod
-    def from_wire(data: bytes, sizes: bytes) -> PackedBatch:
+    def from_wire(data: bytes | memoryview, sizes: bytes | memoryview) -> PackedBatch:
         if len(sizes) % 4:
             raise InvalidBatchError(f"batch sizes field is {len(sizes)} bytes, not a multiple of 4")
         return PackedBatch(data, np.frombuffer(sizes, dtype="<i4").astype(np.int32))

@@ -23,6 +23,7 @@ from staticmq_spark.errors import InvalidOptionError, StaticMQError
 from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.row_encode import encode_columns_to_buffer
+from staticmq_spark.protocol.stage_wire import encode_stage_request
 from staticmq_spark.sink.options import SinkOptions
 
 REQUEST_TIMEOUT_S = 30.0
@@ -185,7 +186,7 @@ class Stager:
         head.CopyFrom(self._head)
         head.queue_id = q.queue_id
         head.seq = seq
-        request = stage_request_bytes(head, data, sizes)
+        request = encode_stage_request(head, data, sizes)
         invoke(q.broker, self._stage_rows(q.addr), request, REQUEST_TIMEOUT_S, wait_for_ready=False)
         with self._lock:
             part.seqs.append(seq)
@@ -193,7 +194,7 @@ class Stager:
             self.rows += len(sizes)
 
     def _stage_rows(self, addr: str) -> grpc.UnaryUnaryMultiCallable[bytes, pb.StageResponse]:
-        """StageRows taking an already serialized StageRequest (see stage_request_bytes)."""
+        """StageRows taking an already serialized StageRequest (see encode_stage_request)."""
         call = self._raw_stubs.get(addr)
         if call is None:
             channel = self._channels.channel(addr)
@@ -207,38 +208,7 @@ class Stager:
         return {b: (list(p.seqs), p.rows) for b, p in self.parts.items() if p.seqs}
 
 
-# A StageRequest is serialized by hand around its rows, so that the rows are copied once, from
-# the encoder's Arrow buffers into the request, instead of into bytes, into the message and
-# into its serialization. Protobuf reads fields in any order, so the result parses exactly like
-# `pb.StageRequest(..., rows=pb.MessageBatch(data=..., sizes=...)).SerializeToString()`.
 _STAGE_ROWS = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/StageRows"
-_ROWS_FIELD = pb.StageRequest.DESCRIPTOR.fields_by_name["rows"].number
-_DATA_FIELD = pb.MessageBatch.DESCRIPTOR.fields_by_name["data"].number
-_SIZES_FIELD = pb.MessageBatch.DESCRIPTOR.fields_by_name["sizes"].number
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field_head(number: int, length: int) -> bytes:
-    """Tag and length of a length-delimited field."""
-    return _varint(number << 3 | 2) + _varint(length)
-
-
-def stage_request_bytes(head: pb.StageRequest, data: list[pa.Buffer], sizes: Int32Array) -> bytes:
-    """`head` (a StageRequest without rows) plus rows made of `data` (concatenated) and `sizes`."""
-    sizes_b = sizes.astype("<i4", copy=False).tobytes()
-    data_len = sum(p.size for p in data)
-    sizes_part = _field_head(_SIZES_FIELD, len(sizes_b)) + sizes_b
-    data_head = _field_head(_DATA_FIELD, data_len)
-    rows_head = _field_head(_ROWS_FIELD, len(sizes_part) + len(data_head) + data_len)
-    return b"".join([head.SerializeToString(), rows_head, sizes_part, data_head, *data])
 
 
 def _runs(starts: npt.NDArray[np.int64], max_bytes: int) -> list[tuple[int, int]]:

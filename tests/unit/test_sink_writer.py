@@ -30,3 +30,21 @@ def test_a_collector_disabled_before_the_task_stays_disabled() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_long_lived_heap_is_frozen_once_per_worker_process() -> None:
+    from staticmq_spark.sink import writer
+
+    frozen_before, was = gc.get_freeze_count(), writer._HEAP_FROZEN
+    try:
+        writer._HEAP_FROZEN = False
+        writer.freeze_long_lived_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > frozen_before
+        young = [[n] for n in range(10)]  # tracked containers allocated after the freeze
+        writer.freeze_long_lived_heap()
+        assert gc.get_freeze_count() == frozen, "the heap was frozen a second time"
+        assert all(gc.is_tracked(y) for y in young)
+    finally:
+        gc.unfreeze()
+        writer._HEAP_FROZEN = was
