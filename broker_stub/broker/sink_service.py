@@ -19,7 +19,9 @@
               (writer/batch/broker/staging id/seq of its first chunk, "+n" for n further chunks).
             Chunks of a logic queue that moved to another broker meanwhile are copied to its
             new leader, keyed the same way (it also looks for the key on the queue's earlier
-            segments), before the link.
+            segments), before the link; chunks that an interrupted commit copied that way are
+            not linked if the queue has moved back here since (the same key, found on an
+            earlier segment).
 A replayed batch (the driver died mid-commit) finds the stored decision and re-drives it, so
 exactly the first decision's rows are written, once, however the replay partitioned its rows.
 """
@@ -176,7 +178,9 @@ class SinkService:
         linked: list[tuple[int, list[tuple[str, int]]]] = []
         for queue, members in plan:
             if write_once and mapping is not None and mapping.leads(queue):
-                linked.append((queue, members))
+                if not self._app.static.key_stored(decision.topic, queue, self._key(ref, members).encode()):
+                    linked.append((queue, members))
+                # else an interrupted commit forwarded these chunks while the queue was led elsewhere
                 continue
             chunks = [self._read(files, staging_id, seq, ref) for staging_id, seq in members]
             batch = PackedBatch.concat(chunks)

@@ -212,6 +212,14 @@ class StaticTopicService:
                 physical.append((item.queue, records))
             return self._store.link(topic, key, files, physical, before_adopt)
 
+    def key_stored(self, topic: str, logic_queue: int, key: bytes) -> bool:
+        """Whether an append keyed `key` is already in the logic queue: in this broker's store,
+        or on one of the queue's earlier segments (double-read-check)."""
+        if self._store.stored_key(key) is not None:
+            return True
+        _, chain = self._chain(topic, logic_queue)
+        return self._stored_earlier(topic, chain, key.decode()) is not None
+
     def _stored_earlier(self, topic: str, chain: Chain, key: str) -> SendOutcome | None:
         """Double-read-check of an idempotency key over the chain's earlier segments."""
         for item in reversed(chain[:-1]):

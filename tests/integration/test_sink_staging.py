@@ -1,8 +1,11 @@
-"""The broker's StageRows on a real cluster: requests serialized by plain protobuf stage and commit
-like the sink's hand-made ones, large chunks (written past the page cache) read back whole, and a
-malformed request is refused with a clear error."""
+"""The broker's half of the sink on a real cluster, driven by plain protobuf requests: staged rows
+commit whole (large chunks are written past the page cache), a malformed StageRows is refused with
+a clear error, and chunks an interrupted commit forwarded are not linked again when their queue
+comes back."""
 
 from __future__ import annotations
+
+import time
 
 import grpc
 import pytest
@@ -60,3 +63,49 @@ def test_stage_rows_refuses_a_malformed_request_with_a_clear_error(local_cluster
         )
         with pytest.raises(InvalidArgumentError, match="malformed StageRequest"):
             invoke(name, call, raw, 10)
+
+
+def _wait_leader(admin: Admin, topic: str, queue: int, broker: str) -> None:
+    deadline = time.monotonic() + 15
+    while _leader(admin, topic, queue)[0] != broker:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"logic queue {queue} of {topic} never moved to {broker}")
+        time.sleep(0.05)
+
+
+def test_rows_forwarded_by_an_interrupted_commit_are_not_linked_again_after_the_queue_moves_back(
+    local_cluster, unique_topic
+) -> None:
+    c = local_cluster(brokers=2, store={"sink_link_min_bytes": 0})  # every commit links
+    topic = unique_topic("stage")
+    bodies = [f"row-{i}".encode() for i in range(50)]
+    batch = encode_messages(bodies)
+    with Admin(c.namesrv) as admin:
+        admin.update_static_topic(topic, 1, cluster="DefaultCluster")
+        home, home_addr = _leader(admin, topic, 0)
+        away = next(b for b in admin.cluster_info() if b.name != home)
+        stub = admin.channels.broker(home_addr)
+        request = pb.StageRequest(
+            writer="w1", batch=0, staging_id="s1", topic=topic, queue_id=0, seq=0,
+            rows=pb.MessageBatch(data=batch.data_bytes(), sizes=batch.sizes_bytes()),
+        )  # fmt: skip
+        invoke(home, stub.StageRows, request, 10)
+        ref = pb.StagingRef(staging_id="s1", chunks=1, rows=len(bodies), seqs=[0])
+        decision = pb.TxnDecision(writer="w1", batch=0, topic=topic, parts={home: pb.StagingList(refs=[ref])})
+        invoke(home, stub.PrepareTxn, decision, 10)
+        # What a commit interrupted after its forwarding step left: the queue had moved away, and
+        # its chunks were copied to the new leader under the append's key.
+        admin.remapping_static_topic(topic, brokers=[away.name])
+        _wait_leader(admin, topic, 0, away.name)
+        forward = pb.SendRequest(
+            topic=topic, queue_id=0, batch=pb.MessageBatch(data=batch.data_bytes(), sizes=batch.sizes_bytes()),
+            idempotency_key=f"w1/0/{home}/s1/0", dedup_across_segments=True,
+        )  # fmt: skip
+        invoke(away.name, admin.channels.broker(away.addr).Send, forward, 10)
+        admin.remapping_static_topic(topic, brokers=[home])  # ... and the queue came back
+        _wait_leader(admin, topic, 0, home)
+
+        state = invoke(home, stub.CommitTxn, pb.TxnRef(writer="w1", batch=0), 10)
+    assert state.committed
+    with PullConsumer(c.namesrv) as consumer:
+        assert [body for _, body in read_queue(consumer, topic, 0)] == bodies
