@@ -65,10 +65,21 @@ def parse_sets(pairs: list[str]) -> dict[str, Any]:
             raise InvalidOptionError(f"--set: unknown store setting {key!r}; accepted: {sorted(types)}")
         kind = types[key]
         try:
-            out[key] = int(raw) if kind == "int" else float(raw) if kind == "float" else raw
-        except ValueError:
+            out[key] = (
+                _BOOLS[raw.lower()]
+                if kind == "bool"
+                else int(raw)
+                if kind == "int"
+                else float(raw)
+                if kind == "float"
+                else raw
+            )
+        except (ValueError, KeyError):
             raise InvalidOptionError(f"--set {key}: {raw!r} is not a valid {kind}") from None
     return out
+
+
+_BOOLS = {"true": True, "false": False}
 
 
 def cmd_broker(args: argparse.Namespace) -> int:

@@ -39,3 +39,25 @@ def test_example_config_files_load(tmp_path: Path) -> None:
         store = store_config_from(data.get("store", {}))
         if "broker" in data:
             broker_config_from({"name": "b", "namesrv": "x:1", "data_dir": tmp_path, **data["broker"]}, store)
+
+
+def test_store_settings_from_the_command_line_are_typed() -> None:
+    from staticmq_spark.cli.server_cmds import parse_sets
+
+    sets = parse_sets(["sink_direct_io=False", "segment_bytes=1048576", "retention_hours=1.5", "flush=async"])
+    assert sets == {"sink_direct_io": False, "segment_bytes": 1048576, "retention_hours": 1.5, "flush": "async"}
+    assert parse_sets(["sink_direct_io=true"]) == {"sink_direct_io": True}
+    assert StoreConfig(**parse_sets(["sink_direct_io=false"])).sink_direct_io is False
+
+
+@pytest.mark.parametrize("pair", ["sink_direct_io=yes please", "segment_bytes=lots"])
+def test_a_bad_command_line_store_setting_is_named(pair: str) -> None:
+    from staticmq_spark.cli.server_cmds import parse_sets
+
+    with pytest.raises(InvalidOptionError, match=pair.split("=", maxsplit=1)[0]):
+        parse_sets([pair])
+
+
+def test_sink_direct_io_must_be_a_boolean() -> None:
+    with pytest.raises(InvalidOptionError, match="sink_direct_io must be true or false"):
+        store_config_from({"sink_direct_io": "sometimes"})
