@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -42,37 +41,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
 
+from harness import log, spark_session
+
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.data_source import StaticMQDataSource
 from staticmq_spark.testing import LocalCluster
 
 QUEUES = 8
 BROKERS = 2
 TARGET = 1.0
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "2",
-    "spark.python.worker.reuse": "true",
-    "spark.driver.memory": "4g",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
-}
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def spark_session() -> SparkSession:
-    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-    builder = SparkSession.builder.master("local[2]").appName("staticmq-bench-sink")
-    for key, value in SPARK_CONF.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(StaticMQDataSource)
-    return spark
 
 
 def input_frame(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
@@ -182,7 +158,7 @@ LINES = {  # line -> (label, reference line or None)
 def measure(args: argparse.Namespace, lines: list[str], tmp: str, sync: Topics, asyn: Topics) -> dict[str, list[float]]:
     """Warm-up runs, then --repeat timed runs of each line in turn; seconds per timed run."""
     times: dict[str, list[float]] = {line: [] for line in lines}
-    spark = spark_session()
+    spark = spark_session("staticmq-bench-sink", {"spark.driver.memory": "4g"})
     try:
         df = input_frame(spark, args.rows, args.partitions)
         src = f"{tmp}/input"

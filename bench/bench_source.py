@@ -46,8 +46,10 @@ from pyspark.sql.types import StructType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
 
+from harness import log
+from harness import spark_session as harness_session
+
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.data_source import StaticMQDataSource
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.planner import plan_partitions, settings_of
@@ -58,20 +60,6 @@ from staticmq_spark.testing import LocalCluster
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000
 TOPIC = "bench-source"
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "2",
-    "spark.python.worker.reuse": "true",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
-}
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 # ------------------------------------------------------------------ the in-memory reference source
 
 
@@ -153,13 +141,7 @@ def prebuild(namesrv: str, path: str) -> list[int]:
 
 
 def spark_session() -> SparkSession:
-    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-    builder = SparkSession.builder.master("local[2]").appName("staticmq-bench-source")
-    for key, value in SPARK_CONF.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(StaticMQDataSource)
+    spark = harness_session("staticmq-bench-source")
     spark.dataSource.register(MemorySource)
     return spark
 

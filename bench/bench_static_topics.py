@@ -44,6 +44,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
 
+from harness import log
+
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.mapping import MappingItem, SegmentTable, settle_logic_offset
@@ -55,10 +57,6 @@ PULL_BATCH = 10_000
 REMAPS = ["broker-1", "broker-2", "broker-0"]
 BROKERS_IN_MEMORY = 8
 SPAN = 4  # segments per resolved range in test b
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------ a. pull
