@@ -1,9 +1,11 @@
-"""Crash-safe whole-file writes: write a temp file, fsync it, rename it over, fsync the folder."""
+"""File writing of the store: crash-safe whole-file writes (write a temp file, fsync it, rename it
+over, fsync the folder), and writing all of a record's parts at an offset."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +45,16 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def pwrite_all(fd: int, parts: Sequence[bytes | bytearray | memoryview], offset: int) -> None:
+    """Write the concatenation of `parts` at `offset`, however many calls it takes."""
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    while views:
+        written = os.pwritev(fd, views, offset)
+        offset += written
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if views and written:
+            views[0] = views[0][written:]

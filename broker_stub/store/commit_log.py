@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from broker_stub.store.atomic_file import fsync_dir
+from broker_stub.store.atomic_file import fsync_dir, pwrite_all
 from broker_stub.store.record import HEADER_SIZE, RecordError, RecordHeader, decode_header, parse_record
 from broker_stub.store.retired_fds import RetiredFds
 from staticmq_spark.protocol.codec import Int32Array, Int64Array, ranges_to_indices
@@ -168,22 +168,12 @@ class CommitLog:
             segs = self._roll()
         seg = segs[-1]
         pos = seg.end
-        written = os.pwritev(seg.fd, parts, seg.size)
-        if written != total:
-            self._write_rest(seg, parts, written, total)
+        pwrite_all(seg.fd, parts, seg.size)
         seg.size += total
         seg.mtime = time.time()
         with self._unsynced_lock:
             self._unsynced.add(seg)
         return pos
-
-    def _write_rest(self, seg: Segment, parts: list[bytes | memoryview], written: int, total: int) -> None:
-        rest = memoryview(b"".join(parts))[written:]
-        offset = seg.size + written
-        while rest:
-            n = os.pwrite(seg.fd, rest, offset)
-            rest = rest[n:]
-            offset += n
 
     def adopt(self, paths: list[Path]) -> list[int]:
         """Make each file (whole records, durable) the next segment, by rename, and return their

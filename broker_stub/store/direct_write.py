@@ -25,6 +25,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from broker_stub.store.atomic_file import pwrite_all
+
 log = logging.getLogger(__name__)
 
 BLOCK = 4096  # alignment of O_DIRECT offsets, lengths and buffers (covers 512-byte devices too)
@@ -52,10 +54,10 @@ class DirectWriter:
                 or middle < DIRECT_MIN_BYTES
                 or not self._write_direct(path, offset + head, views, head, middle)
             ):
-                _pwrite_all(fd, _byte_range(views, 0, total), offset)
+                pwrite_all(fd, _byte_range(views, 0, total), offset)
                 return
-            _pwrite_all(fd, _byte_range(views, 0, head), offset)
-            _pwrite_all(fd, _byte_range(views, head + middle, total), offset + head + middle)
+            pwrite_all(fd, _byte_range(views, 0, head), offset)
+            pwrite_all(fd, _byte_range(views, head + middle, total), offset + head + middle)
         finally:
             os.close(fd)
 
@@ -94,7 +96,7 @@ class DirectWriter:
                         done += max(n, 0)
                         buffered = os.open(path, os.O_WRONLY)
                         try:
-                            _pwrite_all(buffered, [whole[done:length]], at + done)
+                            pwrite_all(buffered, [whole[done:length]], at + done)
                         finally:
                             os.close(buffered)
                         return True
@@ -124,15 +126,3 @@ def _byte_range(views: list[memoryview], lo: int, hi: int) -> list[memoryview]:
             out.append(v[max(lo - start, 0) : min(hi, end) - start])
         start = end
     return out
-
-
-def _pwrite_all(fd: int, views: list[memoryview], offset: int) -> None:
-    views = [v for v in views if len(v)]
-    while views:
-        written = os.pwritev(fd, views, offset)
-        offset += written
-        while views and written >= len(views[0]):
-            written -= len(views[0])
-            views.pop(0)
-        if views and written:
-            views[0] = views[0][written:]
