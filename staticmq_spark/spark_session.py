@@ -1,0 +1,115 @@
+"""`configure_spark`: a SparkSession builder with staticmq registered and, on request, Delta Lake.
+
+    from pyspark.sql import SparkSession
+    from staticmq_spark import configure_spark
+
+    spark = configure_spark(SparkSession.builder.master("local[2]"), delta=True).getOrCreate()
+
+staticmq itself needs no jar: `format("staticmq")` is a Python data source, found through the
+top-level `pyspark_staticmq` module of an installed staticmq and registered again here, by name,
+when the session starts (so a session works even where that lookup is off). Delta Lake needs its
+JVM side: `delta=True` adds Delta's SQL extension and catalog and puts its jars on `spark.jars`.
+The jars come from Maven Central once (through `mvn`, see `jvm_artifacts`) and are cached in
+`~/.cache/staticmq/jars/delta-<version>`; a session starts without network afterwards.
+
+Only `delta-spark` and `delta-storage` are added: everything else Delta depends on (Hadoop,
+Jackson, Parquet, Scala) is Spark's own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from staticmq_spark.jvm_artifacts import fetch_artifacts
+
+DELTA_VERSION = "4.4.0"
+SPARK_BINARY = "4.2"
+SCALA_BINARY = "2.13"
+DELTA_COORDINATES = (f"io.delta:delta-spark_{SPARK_BINARY}_{SCALA_BINARY}:{DELTA_VERSION}",)
+DELTA_PACKAGE = DELTA_COORDINATES[0]
+# Delta's transitive dependencies that Spark already ships (or that only Delta Kernel and Unity
+# Catalog clients use): keeping them off spark.jars avoids two versions of one class.
+DELTA_EXCLUDES = (
+    "org.apache.hadoop:*",
+    "com.fasterxml.jackson.core:*",
+    "com.fasterxml.jackson.datatype:*",
+    "org.apache.parquet:*",
+    "org.scala-lang:*",
+    "org.apache.logging.log4j:*",
+    "org.slf4j:*",
+    "io.delta:delta-kernel-api",
+    "io.delta:delta-kernel-defaults",
+    "io.delta:delta-kernel-unitycatalog",
+    "io.unitycatalog:*",
+    "org.roaringbitmap:*",
+    "io.airlift:*",
+    "commons-logging:*",
+    "commons-pool:*",
+    "javax.annotation:*",
+    "com.google.code.findbugs:*",
+    "org.locationtech.jts:*",
+    "org.xerial.snappy:*",
+    "com.github.luben:*",
+)
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def delta_jars() -> list[Path]:
+    """Delta Lake's jars for this Spark, fetched once and cached (see the module docstring)."""
+    return fetch_artifacts(f"delta-{DELTA_VERSION}", DELTA_COORDINATES, excludes=DELTA_EXCLUDES)
+
+
+def delta_conf() -> dict[str, str]:
+    """The Spark settings that turn Delta Lake on (the same as `--jars`/`--conf` of spark-submit)."""
+    return {
+        "spark.jars": ",".join(str(jar) for jar in delta_jars()),
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    }
+
+
+class _RegisteringBuilder:
+    """Wraps a SparkSession.Builder so that every session it makes has `staticmq` registered."""
+
+    def __init__(self, builder: Any) -> None:
+        self._builder = builder
+
+    def getOrCreate(self) -> Any:
+        from staticmq_spark.data_source import StaticMQDataSource
+
+        session = self._builder.getOrCreate()
+        session.dataSource.register(StaticMQDataSource)
+        return session
+
+    def create(self) -> Any:
+        from staticmq_spark.data_source import StaticMQDataSource
+
+        session = self._builder.create()
+        session.dataSource.register(StaticMQDataSource)
+        return session
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._builder, name)
+        if not callable(attribute):
+            return attribute
+
+        def chained(*args: Any, **kwargs: Any) -> Any:
+            result = attribute(*args, **kwargs)
+            return self if result is self._builder else result
+
+        return chained
+
+
+def configure_spark(builder: Any, *, delta: bool = False) -> Any:
+    """`builder` with staticmq registered and, with `delta=True`, Delta Lake's extension, catalog
+    and jars. Returns a builder: chain `.config(...)` and end with `.getOrCreate()`."""
+    if delta:
+        settings = delta_conf()
+        given = getattr(builder, "_options", {}).get("spark.jars")
+        if given:  # jars the caller set stay on the list
+            settings["spark.jars"] = f"{given},{settings['spark.jars']}"
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+    return _RegisteringBuilder(builder)
