@@ -130,7 +130,11 @@ class IdempotentMerge:
         condition = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in self.on)
         merge = DeltaTable.forPath(spark, self.path).alias("t").merge(batch.alias("s"), condition)
         if not self.insert_only:
-            merge = merge.whenMatchedUpdate(set=dict[str, Any](self.update)) if self.update else merge.whenMatchedUpdateAll()
+            merge = (
+                merge.whenMatchedUpdate(set=dict[str, Any](self.update))
+                if self.update
+                else merge.whenMatchedUpdateAll()
+            )
         merge = merge.whenNotMatchedInsertAll()
         with _transaction(spark, self.app_id, batch_id):
             merge.execute()

@@ -70,6 +70,15 @@ def delta_conf() -> dict[str, str]:
     }
 
 
+def _register(session: Any) -> Any:
+    """Registers `staticmq` unless pyspark found it already (through `pyspark_staticmq`)."""
+    from staticmq_spark.data_source import StaticMQDataSource
+
+    if not session._jsparkSession.sessionState().dataSourceManager().dataSourceExists("staticmq"):
+        session.dataSource.register(StaticMQDataSource)
+    return session
+
+
 class _RegisteringBuilder:
     """Wraps a SparkSession.Builder so that every session it makes has `staticmq` registered."""
 
@@ -77,18 +86,10 @@ class _RegisteringBuilder:
         self._builder = builder
 
     def getOrCreate(self) -> Any:
-        from staticmq_spark.data_source import StaticMQDataSource
-
-        session = self._builder.getOrCreate()
-        session.dataSource.register(StaticMQDataSource)
-        return session
+        return _register(self._builder.getOrCreate())
 
     def create(self) -> Any:
-        from staticmq_spark.data_source import StaticMQDataSource
-
-        session = self._builder.create()
-        session.dataSource.register(StaticMQDataSource)
-        return session
+        return _register(self._builder.create())
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._builder, name)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from staticmq_spark import configure_spark
 from staticmq_spark.testing import LocalCluster
 
 SPARK_CONF = {
@@ -25,7 +26,8 @@ SPARK_CONF = {
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-    builder = SparkSession.builder.master("local[2]").appName("staticmq-tests")
+    # One session for every Spark test, with Delta Lake on (its jars must be there at start).
+    builder = configure_spark(SparkSession.builder.master("local[2]").appName("staticmq-tests"), delta=True)
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

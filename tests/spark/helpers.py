@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from staticmq_spark.client import Admin, Producer
+from staticmq_spark.errors import StaticMQError
 
 _ids = itertools.count()
 
@@ -66,3 +68,43 @@ def wait_until(
             status = f"; query status {query.status}" if query is not None else ""
             raise AssertionError(f"timed out waiting for {what}{status}")
         time.sleep(0.2)
+
+
+class BackgroundProducer:
+    """Sends keyed messages one by one until stopped; remembers what was acknowledged."""
+
+    def __init__(self, namesrv: str, topic: str, prefix: str) -> None:
+        self.acked: dict[int, list[bytes]] = defaultdict(list)
+        self.attempted: set[bytes] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(namesrv, topic, prefix))
+
+    def _run(self, namesrv: str, topic: str, prefix: str) -> None:
+        i = 0
+        with Producer(namesrv, send_timeout_s=5, retries=2, active_detection=False) as producer:
+            while not self._stop.is_set():
+                body = f"{prefix}{i}".encode()
+                self.attempted.add(body)
+                try:
+                    r = producer.send(topic, body, key=f"key{i % 40}")
+                except StaticMQError:
+                    time.sleep(0.05)
+                else:
+                    self.acked[r.queue_id].append(body)
+                i += 1
+                time.sleep(0.003)
+
+    def __enter__(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def merge(a: dict[int, list[bytes]], b: dict[int, list[bytes]]) -> dict[int, list[bytes]]:
+    out = defaultdict(list, {q: list(v) for q, v in a.items()})
+    for q, v in b.items():
+        out[q].extend(v)
+    return dict(out)
