@@ -15,9 +15,10 @@ def register(sub: Any) -> None:
         help="run the main job end to end on a local cluster and verify it",
         description=(
             "Starts a name server and brokers in a temporary directory, produces keyed page views into a "
-            "static topic, runs a Spark streaming job that computes per-user statistics and writes them back "
-            "keyed by hash to a second static topic, remaps the input topic while the job runs, then verifies "
-            "and reports. Exit status 1 if any check failed."
+            "static topic, runs a medallion pipeline through Delta Lake (bronze: every message once; silver: "
+            "parsed views; gold: per-user totals by MERGE) and writes gold's updates back keyed by user to a "
+            "second static topic, remaps the input topic while it runs, then verifies and reports. "
+            "Exit status 1 if any check failed."
         ),
     )
     p.add_argument("--events", type=int, default=50_000, help="page views to produce (default 50000)")
@@ -25,7 +26,15 @@ def register(sub: Any) -> None:
     p.add_argument("--rate", type=float, default=5_000.0, help="events per second to produce at (default 5000)")
     p.add_argument("--brokers", type=int, default=3, help="brokers in the local cluster (2 or more; default 3)")
     p.add_argument("--queues", type=int, default=8, help="logic queues per static topic (default 8)")
-    p.add_argument("--data-dir", type=Path, help="keep the cluster and checkpoint here instead of a temp dir")
+    p.add_argument(
+        "--keep",
+        "--data-dir",
+        dest="data_dir",
+        metavar="DIR",
+        type=Path,
+        help="run in DIR and leave the cluster data, Delta tables and checkpoints there "
+        "(default: a temporary directory, removed at the end)",
+    )
     p.add_argument("--json", type=Path, help="also write the report as JSON to this file")
     p.set_defaults(handler=cmd_demo)
 

@@ -72,3 +72,50 @@ def verify(sent: Counter[str], output: OutputRows, total_queues: int) -> list[Ch
     unknown = sorted(set(output.by_user) - set(sent))
     checks.append(Check("no unexpected keys", not unknown, f"{len(unknown)} keys not produced" if unknown else "none"))
     return checks
+
+
+@dataclass
+class LakeContents:
+    """What the pipeline left in Delta: row counts, versions, and gold's views per user."""
+
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)
+    distinct_bronze_messages: int = 0
+    gold_views: dict[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def read(spark: Any, lake: Any) -> LakeContents:
+        from staticmq_spark.lakehouse import table_version
+
+        out = LakeContents()
+        for name in ("bronze", "silver", "gold"):
+            df = spark.read.format("delta").load(lake.table(name))
+            out.tables[name] = {"rows": df.count(), "version": table_version(spark, lake.table(name))}
+        bronze = spark.read.format("delta").load(lake.table("bronze"))
+        out.distinct_bronze_messages = bronze.select("queueId", "queueOffset").distinct().count()
+        gold = spark.read.format("delta").load(lake.table("gold")).select("user", "views").collect()
+        out.gold_views = {r["user"]: int(r["views"]) for r in gold}
+        return out
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        return self.tables
+
+
+def verify_lake(sent: Counter[str], lake: LakeContents) -> list[Check]:
+    total = sum(sent.values())
+    bronze = lake.tables.get("bronze", {}).get("rows", -1)
+    silver = lake.tables.get("silver", {}).get("rows", -1)
+    wrong = {u: (lake.gold_views.get(u, 0), n) for u, n in sent.items() if lake.gold_views.get(u, 0) != n}
+    return [
+        Check(
+            "delta bronze holds every message once",
+            bronze == total and lake.distinct_bronze_messages == total,
+            f"{bronze} rows, {lake.distinct_bronze_messages} distinct (queueId, queueOffset), {total} sent",
+        ),
+        Check("delta silver has one row per page view", silver == total, f"{silver} rows, {total} sent"),
+        Check(
+            "delta gold totals match what was sent",
+            not wrong and len(lake.gold_views) == len(sent),
+            f"{len(lake.gold_views)} users, views add up to {sum(lake.gold_views.values())} of {total}"
+            + (f"; wrong for {len(wrong)} users, e.g. {dict(list(wrong.items())[:3])} (got, sent)" if wrong else ""),
+        ),
+    ]

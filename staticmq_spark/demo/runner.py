@@ -1,11 +1,13 @@
-"""`staticmq demo`: a local cluster, a stream of page views, a Spark job computing per-user
-statistics and writing them back keyed by hash, a remap of the input topic while the job runs,
-and a verified report. Everything runs in a temporary directory and is stopped at the end."""
+"""`staticmq demo`: a local cluster, a stream of page views, a medallion pipeline through Delta Lake
+(bronze -> silver / gold -> a results topic keyed by user, see `medallion`), a remap of the input
+topic while it runs, and a verified report. Everything runs in a temporary directory that is
+removed at the end, unless `--keep DIR` names a directory to leave the cluster and tables in."""
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 import tempfile
 import threading
 import time
@@ -19,12 +21,13 @@ from tqdm import tqdm
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.demo.checks import Check, OutputRows, verify
+from staticmq_spark.demo.checks import Check, LakeContents, OutputRows, verify, verify_lake
 from staticmq_spark.demo.events import EventLog, page_views
 from staticmq_spark.testing import LocalCluster
 
 INPUT_TOPIC = "pageviews"
 OUTPUT_TOPIC = "user-stats"
+QUERIES = ("bronze", "silver_gold", "results")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +59,19 @@ class DemoReport:
 
 
 def run_demo(settings: DemoSettings, echo: Any = print) -> DemoReport:
-    report = DemoReport()
+    keep = settings.data_dir is not None
     root = settings.data_dir or Path(tempfile.mkdtemp(prefix="staticmq-demo-"))
+    try:
+        return _run(settings, root, echo)
+    finally:
+        if keep:
+            echo(f"cluster data, Delta tables and checkpoints kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
+    report = DemoReport()
     echo(f"starting a local cluster: a name server and {settings.brokers} brokers in {root}")
     with LocalCluster(settings.brokers, root / "cluster", heartbeat_ms=500, broker_timeout_ms=5000) as cluster:
         brokers = cluster.broker_names
@@ -68,18 +82,26 @@ def run_demo(settings: DemoSettings, echo: Any = print) -> DemoReport:
             f"static topics {INPUT_TOPIC!r} (on {brokers[:2]}) and {OUTPUT_TOPIC!r}: "
             f"{settings.queues} logic queues each"
         )
-        from staticmq_spark.demo.pipeline import demo_session, start_user_stats
+        from staticmq_spark.demo import medallion
 
-        echo("starting Spark (local[2]) and the streaming job ...")
-        spark = demo_session()
+        echo("starting Spark (local[2], Delta Lake) and the pipeline: bronze, silver/gold, results ...")
+        spark = medallion.demo_session()
+        lake = medallion.Lake(root)
         try:
-            query = start_user_stats(spark, cluster.namesrv, INPUT_TOPIC, OUTPUT_TOPIC, root / "checkpoint")
+            medallion.create_tables(spark, lake, cluster.namesrv, INPUT_TOPIC)
+            queries = [
+                medallion.start_bronze_query(spark, lake, cluster.namesrv, INPUT_TOPIC),
+                medallion.start_silver_gold_query(spark, lake),
+                medallion.start_results_query(spark, lake, cluster.namesrv, OUTPUT_TOPIC),
+            ]
             log, remap_info, produce_s = _produce_while_remapping(cluster, settings, brokers, echo)
             started = time.monotonic()
-            query.processAllAvailable()
+            for query in queries:  # in pipeline order: each drains what the one before it wrote
+                query.processAllAvailable()
             drain_s = time.monotonic() - started
-            progress = [p for p in query.recentProgress if p["numInputRows"]]
-            query.stop()
+            progress = [p for p in queries[0].recentProgress if p["numInputRows"]]
+            for query in queries:
+                query.stop()
             output = OutputRows.from_rows(
                 spark.read.format("staticmq")
                 .option("namesrv", cluster.namesrv)
@@ -88,11 +110,14 @@ def run_demo(settings: DemoSettings, echo: Any = print) -> DemoReport:
                 .select("key", "queueId", "queueOffset", "value")
                 .collect()
             )
+            contents = LakeContents.read(spark, lake)
         finally:
             spark.stop()
         report.checks = verify(log.views_per_user, output, settings.queues)
+        report.checks += verify_lake(log.views_per_user, contents)
         report.checks.append(remap_info.pop("check"))
         report.facts = _facts(cluster, settings, log, output, remap_info, produce_s, drain_s, progress)
+        report.facts["delta_tables"] = contents.summary()
     return report
 
 
@@ -183,6 +208,12 @@ def print_report(report: DemoReport, echo: Any = print) -> None:
     echo("====================")
     echo(f"messages in:  {f.get('messages_in', 0):>9,} page views from {f.get('users', 0):,} users")
     echo(f"messages out: {f.get('messages_out', 0):>9,} per-user statistic updates")
+    echo(
+        "delta tables: "
+        + ", ".join(
+            f"{name} {t['rows']:,} rows (version {t['version']})" for name, t in f.get("delta_tables", {}).items()
+        )
+    )
     echo(
         f"throughput:   produced {f.get('produce_rate', 0):,} ev/s; "
         f"streaming peak {f.get('stream_rows_per_s_peak', 0):,} rows/s; "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ def test_demo_runs_end_to_end_and_every_check_passes(tmp_path: Path) -> None:
             "150",
             "--rate",
             "3000",
-            "--data-dir",
+            "--keep",
             str(tmp_path / "demo"),
             "--json",
             str(report_file),
@@ -44,7 +45,16 @@ def test_demo_runs_end_to_end_and_every_check_passes(tmp_path: Path) -> None:
         "nothing lost or duplicated",
         "every key in exactly its hash queue",
         "remap of the input topic while streaming",
+        "delta bronze holds every message once",
+        "delta silver has one row per page view",
+        "delta gold totals match what was sent",
     } <= names
+    tables = report["facts"]["delta_tables"]
+    assert tables["bronze"]["rows"] == tables["silver"]["rows"] == 6000
+    assert all(t["version"] >= 1 for t in tables.values())
+    kept = tmp_path / "demo"
+    assert (kept / "lake" / "gold" / "_delta_log").is_dir(), "--keep leaves the Delta tables"
+    assert (kept / "cluster").is_dir(), "--keep leaves the cluster data"
     assert report["facts"]["remap"], "the demo remaps the input topic while the query runs"
 
 
@@ -56,3 +66,16 @@ def test_demo_refuses_bad_sizes_with_a_clear_message() -> None:
         timeout=120,
     )
     assert out.returncode != 0 and "--brokers must be at least 2" in out.stderr
+
+
+def test_demo_without_keep_leaves_nothing_in_the_temp_dir(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "staticmq_spark.cli", "demo", "--events", "500", "--users", "20", "--rate", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert not list(tmp_path.glob("staticmq-demo-*")), "the demo's directory is removed at the end"

@@ -1,0 +1,165 @@
+"""The demo's Spark side: a medallion pipeline from a static topic through Delta Lake and back.
+
+    page views (static topic) --bronze--> Delta `bronze`   every message once, as it came
+                              --silver--> Delta `silver`   parsed page views, one row per message
+                              --gold----> Delta `gold`     running totals per user (MERGE upserts)
+    gold's change feed        --results-> static topic     each user's new totals, keyed by user
+
+Three streaming queries, each exactly once: bronze through staticmq's replayable offsets and
+Delta's streaming sink; silver and gold through `IdempotentMerge` (a replayed micro-batch is not
+merged twice); results through the staticmq sink's two-phase commit. Each user's rows land in
+logic queue `murmur3(user) mod totalQueues` of the results topic, whatever the brokers do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentMerge, bronze_stream, start_bronze
+
+EVENT_SCHEMA = "user STRING, page STRING, ms BIGINT, dwell INT"
+GOLD_COLUMNS = "user STRING, views BIGINT, dwell BIGINT, last_ms BIGINT"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+@dataclass(frozen=True, slots=True)
+class Lake:
+    """Where the demo's tables and checkpoints live."""
+
+    root: Path
+
+    def table(self, name: str) -> str:
+        return str(self.root / "lake" / name)
+
+    def checkpoint(self, name: str) -> str:
+        return str(self.root / "checkpoints" / name)
+
+
+def demo_session(app_name: str = "staticmq-demo") -> SparkSession:
+    from staticmq_spark.spark_session import configure_spark
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+    )
+    log4j = CONF_DIR / "log4j2.properties"
+    if log4j.exists():
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+    spark: SparkSession = configure_spark(builder, delta=True).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def create_tables(spark: SparkSession, lake: Lake, namesrv: str, topic: str) -> None:
+    """Empty bronze and gold tables (the queries downstream of them need them to exist); gold keeps
+    a change data feed, which the results query reads."""
+    schema = bronze_stream(spark, namesrv, topic).schema
+    spark.createDataFrame([], schema).write.format("delta").mode("ignore").save(lake.table("bronze"))
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS delta.`{lake.table('gold')}` ({GOLD_COLUMNS}) USING delta "
+        "TBLPROPERTIES (delta.enableChangeDataFeed = true)"
+    )
+
+
+def start_bronze_query(spark: SparkSession, lake: Lake, namesrv: str, topic: str) -> StreamingQuery:
+    return start_bronze(
+        spark,
+        namesrv,
+        topic,
+        lake.table("bronze"),
+        lake.checkpoint("bronze"),
+        query_name="bronze",
+        maxMessagesPerTrigger="20000",
+    )
+
+
+class SilverAndGold:
+    """foreachBatch of the bronze stream: parse, MERGE into silver (new messages only) and gold
+    (add the batch's views and dwell time to each user's totals)."""
+
+    def __init__(self, lake: Lake) -> None:
+        self.silver = IdempotentMerge(
+            lake.table("silver"), on=["queueId", "queueOffset"], app_id="demo-silver", insert_only=True
+        )
+        self.gold = IdempotentMerge(
+            lake.table("gold"),
+            on=["user"],
+            app_id="demo-gold",
+            update={
+                "views": "t.views + s.views",
+                "dwell": "t.dwell + s.dwell",
+                "last_ms": "greatest(t.last_ms, s.last_ms)",
+            },
+        )
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        events = parse_page_views(batch).persist()
+        try:
+            self.silver(events, batch_id)
+            self.gold(per_user_totals(events), batch_id)
+        finally:
+            events.unpersist()
+
+
+def parse_page_views(bronze: DataFrame) -> DataFrame:
+    """Bronze rows -> page views with their place in the topic; malformed bodies are dropped."""
+    parsed = bronze.select(
+        "queueId", "queueOffset", "storeTimestamp", F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e")
+    )
+    return parsed.select("queueId", "queueOffset", "storeTimestamp", "e.*").where(F.col("user").isNotNull())
+
+
+def per_user_totals(events: DataFrame) -> DataFrame:
+    return events.groupBy("user").agg(
+        F.count(F.lit(1)).alias("views"),
+        F.sum("dwell").cast("bigint").alias("dwell"),
+        F.max("ms").alias("last_ms"),
+    )
+
+
+def start_silver_gold_query(spark: SparkSession, lake: Lake) -> StreamingQuery:
+    return (
+        spark.readStream.format("delta")
+        .load(lake.table("bronze"))
+        .writeStream.foreachBatch(SilverAndGold(lake))
+        .option("checkpointLocation", lake.checkpoint("silver_gold"))
+        .queryName("silver_gold")
+        .trigger(processingTime="2 seconds")
+        .start()
+    )
+
+
+def start_results_query(spark: SparkSession, lake: Lake, namesrv: str, topic: str) -> StreamingQuery:
+    """Gold's new totals (inserts and update post-images) -> the results topic, keyed by user."""
+    changes = (
+        spark.readStream.format("delta")
+        .option("readChangeFeed", "true")
+        .load(lake.table("gold"))
+        .where(F.col("_change_type").isin("insert", "update_postimage"))
+    )
+    out = changes.select(
+        F.col("user").alias("key"), F.to_json(F.struct("user", "views", "dwell", "last_ms")).alias("value")
+    )
+    return (
+        out.writeStream.format("staticmq")
+        .option("namesrv", namesrv)
+        .option("topic", topic)
+        .option("checkpointLocation", lake.checkpoint("results"))
+        .queryName("results")
+        .trigger(processingTime="2 seconds")
+        .start()
+    )
+
+
+__all__ = ["BRONZE_COLUMNS", "Lake", "SilverAndGold", "create_tables", "demo_session"]
