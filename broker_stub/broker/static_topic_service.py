@@ -104,17 +104,20 @@ class StaticTopicService:
             self._store.register_topic(stored.name, stored.uid)
             return stored
 
-    def _physical_count(self, new: TopicQueueMapping, old: TopicQueueMapping | None, count: int) -> int:
-        """Physical queues the topic needs here; a new leader must take a never-used queue."""
-        for q, chain in new.hosted.items():
+    def _physical_count(self, new: TopicQueueMapping, old: TopicQueueMapping | None, used: int) -> int:
+        """Physical queues the topic needs here; a new leader must take a never-used queue (one
+        at or above the `used` count the topic had before this mapping, whatever the order in
+        which the logic queues are walked)."""
+        count = used
+        for q, chain in sorted(new.hosted.items()):
             for item in chain:
                 if item.bname != self._name:
                     continue
                 is_new_leader = item is chain[-1] and not _has_gen(old, q, item.gen)
-                if is_new_leader and item.queue < count:
+                if is_new_leader and item.queue < used:
                     raise MappingRejectedError(
                         f"topic {new.topic!r} logic queue {q}: physical queue {item.queue} of {self._name} was "
-                        f"used before (the topic has {count}); a physical queue is never reused"
+                        f"used before (the topic has {used}); a physical queue is never reused"
                     )
                 count = max(count, item.queue + 1)
         return count
