@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from staticmq_spark.cli.formatting import dumps, readable_ms
 from staticmq_spark.client.admin import Admin
-from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.errors import InvalidOptionError, TopicNotFoundError
 
 COMMANDS: dict[
     str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[Admin, argparse.Namespace], int]]
@@ -61,7 +60,7 @@ def add_targets(p: argparse.ArgumentParser) -> None:
 
 def emit(args: argparse.Namespace, as_json: Any, lines: list[str]) -> None:
     if getattr(args, "json", False):
-        print(json.dumps(as_json, indent=1, sort_keys=True))
+        print(dumps(as_json))
     else:
         print("\n".join(lines))
 
@@ -167,6 +166,8 @@ def topic_status(admin: Admin, args: argparse.Namespace) -> int:
     if is_static_anywhere(states):
         return _static_status(args, admin.static.check(args.topic, states), states)
     rows = admin.topic_status(args.topic)
+    if not rows:
+        raise TopicNotFoundError(f"topic {args.topic!r} does not exist on any live broker")
     as_json = [asdict(r) for r in rows]
     lines = [f"{'broker':<16}{'queue':>6}{'min':>14}{'max':>14}  last update"]
     lines += [
@@ -193,18 +194,35 @@ def _progress_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-@command("consumerProgress", "committed offsets and lag of a consumer group", _progress_args)
+@command("consumerProgress", "consumer offset and lag of a group, one row per (logic) queue", _progress_args)
 def consumer_progress(admin: Admin, args: argparse.Namespace) -> int:
     rows = admin.consumer_progress(args.group, args.topic)
-    as_json = [asdict(r) | {"lag": r.lag} for r in rows]
-    lines = [f"{'topic':<24}{'broker':<14}{'queue':>6}{'committed':>12}{'max':>12}{'lag':>10}"]
-    lines += [
-        f"{r.topic:<24}{r.broker:<14}{r.queue_id:>6}{r.committed_offset:>12}{r.max_offset:>12}{r.lag:>10}" for r in rows
+    total = sum(r.lag or 0 for r in rows)
+    as_json = [
+        {
+            "topic": r.topic,
+            "queueId": r.queue_id,
+            "broker": r.broker,
+            "brokerOffset": r.broker_offset,
+            "consumerOffset": r.consumer_offset,
+            "lag": r.lag,
+            "lastCommitTime": readable_ms(r.last_commit),
+        }
+        for r in rows
     ]
-    lines.append(f"total lag: {sum(r.lag for r in rows)}")
-    emit(args, {"group": args.group, "queues": as_json, "totalLag": sum(r.lag for r in rows)}, lines)
-    if not rows:
-        print(f"group {args.group} has no committed offsets", file=sys.stderr)
+    lines = [
+        f"{'topic':<24}{'queue':>6}  {'broker':<14}{'brokerOffset':>14}{'consumerOffset':>16}{'lag':>10}  lastCommit"
+    ]
+    for r in rows:
+        consumed = "-" if r.consumer_offset is None else str(r.consumer_offset)
+        lag = "-" if r.lag is None else str(r.lag)
+        when = readable_ms(r.last_commit) or "no commit"
+        lines.append(
+            f"{r.topic:<24}{r.queue_id:>6}  {r.broker:<14}{r.broker_offset:>14}{consumed:>16}{lag:>10}  {when}"
+        )
+    uncommitted = sum(r.consumer_offset is None for r in rows)
+    lines.append(f"total lag: {total}" + (f" ({uncommitted} queue(s) with no commit)" if uncommitted else ""))
+    emit(args, {"group": args.group, "queues": as_json, "totalLag": total, "queuesWithoutCommit": uncommitted}, lines)
     return 0
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from staticmq_spark.client.progress import ProgressRow, consumer_progress
 from staticmq_spark.client.route import RouteCache, TopicRouteView
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import (
@@ -40,21 +41,6 @@ class QueueStatus:
     min_offset: int
     max_offset: int
     last_store_timestamp: int
-
-
-@dataclass(frozen=True, slots=True)
-class ProgressRow:
-    group: str
-    topic: str
-    broker: str
-    queue_id: int
-    committed_offset: int
-    max_offset: int
-    last_update: int
-
-    @property
-    def lag(self) -> int:
-        return max(0, self.max_offset - self.committed_offset)
 
 
 class Admin:
@@ -196,30 +182,8 @@ class Admin:
     # ------------------------------------------------------------------ consumers
 
     def consumer_progress(self, group: str, topic: str | None = None) -> list[ProgressRow]:
-        rows: list[ProgressRow] = []
-        for b in self.cluster_info():
-            req = pb.ConsumerOffsetsRequest(group=group, topic=topic or "")
-            entries = self.call(b.name, self.stub(b.addr).ListConsumerOffsets, req).entries
-            maxima: dict[tuple[str, int], int] = {}
-            for t in sorted({e.topic for e in entries}):
-                try:
-                    resp = self.call(b.name, self.stub(b.addr).GetTopicOffsets, pb.TopicName(topic=t))
-                except TopicNotFoundError:
-                    continue
-                maxima.update({(t, q.queue_id): q.max_offset for q in resp.queues})
-            rows.extend(
-                ProgressRow(
-                    e.group,
-                    e.topic,
-                    b.name,
-                    e.queue_id,
-                    e.offset,
-                    maxima.get((e.topic, e.queue_id), 0),
-                    e.update_timestamp,
-                )
-                for e in entries
-            )
-        return sorted(rows, key=lambda r: (r.topic, r.queue_id, r.broker))
+        """One row per queue (per logic queue of a static topic); see client/progress.py."""
+        return consumer_progress(self, group, topic)
 
     def close(self) -> None:
         if self._own_channels:
