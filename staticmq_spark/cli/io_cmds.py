@@ -1,4 +1,4 @@
-"""`staticmq send` and `staticmq pull`: messages in and out as JSON lines."""
+"""`staticmq pull`: messages out as JSON lines."""
 
 from __future__ import annotations
 
@@ -10,26 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.client.results import PullStatus, SendResult
-from staticmq_spark.errors import InvalidOptionError, StaticMQError
-
-STDIN_BATCH = 1000
+from staticmq_spark.client.results import PullStatus
+from staticmq_spark.errors import InvalidOptionError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("send", help="send messages; prints one JSON line per message")
-    p.add_argument("-n", "--namesrv", required=True)
-    p.add_argument("-t", "--topic", required=True)
-    p.add_argument("--key", help="message key: the logic queue is hash(key) mod totalQueues")
-    p.add_argument("--tags")
-    p.add_argument("--queue", type=int, help="explicit queue (overrides the key)")
-    p.add_argument("--stdin", action="store_true", help="one message body per input line")
-    p.add_argument("--json", action="store_true", help='with --stdin: lines are {"key","body","tags","properties"}')
-    p.add_argument("bodies", nargs="*", metavar="BODY")
-    p.set_defaults(handler=cmd_send)
-
     p = sub.add_parser("pull", help="pull messages; prints one JSON line per message")
     p.add_argument("-n", "--namesrv", required=True)
     p.add_argument("-t", "--topic", required=True)
@@ -40,81 +26,6 @@ def register(sub: Any) -> None:
     p.add_argument("--wait-ms", type=int, default=0, help="long-poll this long for messages per queue")
     p.add_argument("--base64", action="store_true", help="print bodies as base64 (binary payloads)")
     p.set_defaults(handler=cmd_pull)
-
-
-def _read_stdin(as_json: bool) -> list[dict[str, Any]]:
-    rows = []
-    for n, raw in enumerate(sys.stdin, 1):
-        line = raw.rstrip("\n")
-        if not line and not as_json:
-            continue
-        if as_json:
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except ValueError as exc:
-                raise InvalidOptionError(f"stdin line {n} is not JSON: {exc}") from None
-            if not isinstance(item, dict) or "body" not in item:
-                raise InvalidOptionError(f'stdin line {n}: expected an object with at least "body"')
-            rows.append(item)
-        else:
-            rows.append({"body": line})
-    return rows
-
-
-def cmd_send(args: argparse.Namespace) -> int:
-    if args.stdin and args.bodies:
-        raise InvalidOptionError("give message bodies as arguments or --stdin, not both")
-    if args.json and not args.stdin:
-        raise InvalidOptionError("--json applies to --stdin input")
-    rows = _read_stdin(args.json) if args.stdin else [{"body": b} for b in args.bodies]
-    if not rows:
-        raise InvalidOptionError("nothing to send: give BODY arguments or --stdin")
-    failed = 0
-    with Producer(args.namesrv, active_detection=False) as producer:
-        for start in range(0, len(rows), STDIN_BATCH):
-            chunk = rows[start : start + STDIN_BATCH]
-            keys = [r.get("key", args.key) for r in chunk]
-            tags = [r.get("tags", args.tags) for r in chunk]
-            props = [r.get("properties") for r in chunk]
-            try:
-                results = producer.send_batch(
-                    args.topic,
-                    [str(r["body"]) for r in chunk],
-                    keys=keys if any(k is not None for k in keys) else None,
-                    tags=tags if any(t is not None for t in tags) else None,
-                    properties=props if any(p for p in props) else None,
-                    queue=args.queue,
-                )
-            except StaticMQError as exc:
-                failed += len(chunk)
-                for r in chunk:
-                    print(json.dumps({"topic": args.topic, "key": r.get("key", args.key), "error": exc.message}))
-                continue
-            for line in _per_message(results, len(chunk), keys):
-                print(json.dumps(line))
-    if failed:
-        print(f"staticmq send: {failed} message(s) failed", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _per_message(results: list[SendResult], n: int, keys: list[Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
-    for r in results:
-        rows = r.rows if r.rows is not None else tuple(range(r.count))
-        for i, row in enumerate(rows):
-            offset = -1 if r.queue_offset < 0 else r.queue_offset + i
-            out[row] = {
-                "topic": r.topic,
-                "queueId": r.queue_id,
-                "queueOffset": offset,
-                "broker": r.broker,
-                "key": keys[row],
-                "duplicate": r.duplicate,
-            }
-    return out
 
 
 def cmd_pull(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from staticmq_spark.cli import admin_cmds, demo_cmd, io_cmds, server_cmds
+from staticmq_spark.cli import admin_cmds, demo_cmd, io_cmds, send_cmd, server_cmds
 from staticmq_spark.errors import StaticMQError
 
 EXIT_ERROR = 1
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     server_cmds.register(sub)
     admin_cmds.register(sub)
+    send_cmd.register(sub)
     io_cmds.register(sub)
     demo_cmd.register(sub)
     return parser
