@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from staticmq_spark.child_process import child_env
 from staticmq_spark.errors import BrokerUnavailableError, InvalidOptionError
 
 DEFAULT_CLUSTER = "DefaultCluster"
@@ -143,6 +144,7 @@ class LocalCluster:
         """What `staticmq cluster --ready-file` writes."""
         return {
             "namesrv": self.namesrv,
+            "namesrvPid": self._namesrv.pid,
             "cluster": self.cluster_name,
             "data_dir": str(self.data_dir),
             "brokers": {n: {"addr": self._brokers[n].addr, "pid": self._brokers[n].pid} for n in self.broker_names},
@@ -263,6 +265,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=child_env(),
             )
 
     def _wait_ready(self, handles: list[ProcessHandle]) -> None:

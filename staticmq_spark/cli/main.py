@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from staticmq_spark.child_process import honour_parent
 from staticmq_spark.cli import admin_cmds, demo_cmd, io_cmds, send_cmd, server_cmds
 from staticmq_spark.errors import StaticMQError
 
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    honour_parent()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
