@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from staticmq_spark.cli.formatting import dumps, readable_ms
+from staticmq_spark.cli.namesrv import add_namesrv
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.errors import InvalidOptionError, TopicNotFoundError
 
@@ -34,7 +35,7 @@ def register(sub: Any) -> None:
     admin_sub = admin.add_subparsers(dest="admin_command", required=True, metavar="ADMIN_COMMAND")
     for name, (help_text, configure, _) in COMMANDS.items():
         p = admin_sub.add_parser(name, help=help_text)
-        p.add_argument("-n", "--namesrv", required=True, help="name server HOST:PORT")
+        add_namesrv(p)
         configure(p)
     admin.set_defaults(handler=run)
 
@@ -69,12 +70,14 @@ def emit(args: argparse.Namespace, as_json: Any, lines: list[str]) -> None:
 
 
 def _update_topic_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, help="topic name")
     add_targets(p)
-    p.add_argument("-r", "--read-queues", type=int, default=8)
-    p.add_argument("-w", "--write-queues", type=int, default=8)
+    p.add_argument("-r", "--read-queues", type=int, default=8, help="read queues per broker (default 8)")
+    p.add_argument("-w", "--write-queues", type=int, default=8, help="write queues per broker (default 8)")
     p.add_argument("-p", "--perm", type=int, default=6, help="6 read+write, 4 read, 2 write")
-    p.add_argument("-o", "--order", choices=["strict", "best-tried"], default=None)
+    p.add_argument(
+        "-o", "--order", choices=["strict", "best-tried"], default=None, help="ordered topic: strict or best-tried"
+    )
 
 
 @command("updateTopic", "create or update a dynamic topic", _update_topic_args)
@@ -93,7 +96,7 @@ def update_topic(admin: Admin, args: argparse.Namespace) -> int:
 
 
 def _topic_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, help="topic name")
 
 
 def _topic_json_args(p: argparse.ArgumentParser) -> None:
@@ -168,10 +171,11 @@ def topic_status(admin: Admin, args: argparse.Namespace) -> int:
     rows = admin.topic_status(args.topic)
     if not rows:
         raise TopicNotFoundError(f"topic {args.topic!r} does not exist on any live broker")
-    as_json = [asdict(r) for r in rows]
-    lines = [f"{'broker':<16}{'queue':>6}{'min':>14}{'max':>14}  last update"]
+    as_json = [asdict(r) | {"lastStoreTime": readable_ms(r.last_store_timestamp)} for r in rows]
+    lines = [f"{'broker':<16}{'queue':>6}{'min':>14}{'max':>14}  last store"]
     lines += [
-        f"{r.broker:<16}{r.queue_id:>6}{r.min_offset:>14}{r.max_offset:>14}  {r.last_store_timestamp}" for r in rows
+        f"{r.broker:<16}{r.queue_id:>6}{r.min_offset:>14}{r.max_offset:>14}  {readable_ms(r.last_store_timestamp)}"
+        for r in rows
     ]
     emit(args, {"topic": args.topic, "queues": as_json}, lines)
     return 0
@@ -184,13 +188,15 @@ def _no_args(p: argparse.ArgumentParser) -> None:
 @command("clusterList", "list the live brokers", _no_args)
 def cluster_list(admin: Admin, args: argparse.Namespace) -> int:
     brokers = admin.cluster_info()
-    emit(args, [asdict(b) for b in brokers], [f"{b.cluster:<20}{b.name:<16}{b.addr}" for b in brokers])
+    as_json = [asdict(b) | {"lastHeartbeatTime": readable_ms(b.last_heartbeat)} for b in brokers]
+    lines = [f"{b.cluster:<20}{b.name:<16}{b.addr:<24}{readable_ms(b.last_heartbeat) or '-'}" for b in brokers]
+    emit(args, as_json, lines)
     return 0
 
 
 def _progress_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-g", "--group", required=True)
-    p.add_argument("-t", "--topic")
+    p.add_argument("-g", "--group", required=True, help="consumer group")
+    p.add_argument("-t", "--topic", help="only this topic (default: every topic the group committed on)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -233,7 +239,7 @@ def _static_status(args: argparse.Namespace, report: Any, states: Any) -> int:
     lines = [
         f"static topic {args.topic}: {report.total_queues} logic queues, epoch {report.epoch}, "
         + ("consistent" if report.ok else "INCONSISTENT: " + report.describe()),
-        f"{'queue':>6}  {'leader':<14}{'gen':>4}{'min':>14}{'max':>14}  last update   segments",
+        f"{'queue':>6}  {'leader':<14}{'gen':>4}{'min':>14}{'max':>14}  {'last store':<24} segments",
     ]
     for q in range(report.total_queues):
         chain = report.chains.get(q)
@@ -251,6 +257,7 @@ def _static_status(args: argparse.Namespace, report: Any, states: Any) -> int:
                 "minOffset": low,
                 "maxOffset": high,
                 "lastUpdate": last,
+                "lastUpdateTime": readable_ms(last),
                 "segments": segs,
             }
         )
@@ -258,7 +265,9 @@ def _static_status(args: argparse.Namespace, report: Any, states: Any) -> int:
             f"{s['bname']}/{s['queue']} gen{s['gen']} @{s['logicOffset']} [{s['physicalMin']},{s['physicalMax']})"
             for s in segs
         )
-        lines.append(f"{q:>6}  {chain[-1].bname:<14}{chain[-1].gen:>4}{low:>14}{high:>14}  {last:<13} {desc}")
+        lines.append(
+            f"{q:>6}  {chain[-1].bname:<14}{chain[-1].gen:>4}{low:>14}{high:>14}  {readable_ms(last) or '-':<24} {desc}"
+        )
     as_json = {
         "topic": args.topic,
         "static": True,
@@ -273,7 +282,7 @@ def _static_status(args: argparse.Namespace, report: Any, states: Any) -> int:
 
 
 def _static_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, help="static topic name")
     p.add_argument("-qn", "--total-queues", dest="total_queues", type=int, required=True, help="number of logic queues")
     add_targets(p)
 
@@ -293,7 +302,7 @@ def update_static_topic(admin: Admin, args: argparse.Namespace) -> int:
 
 
 def _remap_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, help="static topic name")
     add_targets(p)
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from staticmq_spark.cli.formatting import readable_ms
+from staticmq_spark.cli.namesrv import add_namesrv
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.results import PullStatus
 from staticmq_spark.errors import InvalidOptionError
@@ -17,8 +19,8 @@ from staticmq_spark.errors import InvalidOptionError
 
 def register(sub: Any) -> None:
     p = sub.add_parser("pull", help="pull messages; prints one JSON line per message")
-    p.add_argument("-n", "--namesrv", required=True)
-    p.add_argument("-t", "--topic", required=True)
+    add_namesrv(p)
+    p.add_argument("-t", "--topic", required=True, help="topic to read")
     p.add_argument("-q", "--queue", type=int, help="only this queue (logic queue on a static topic)")
     p.add_argument("-b", "--broker", help="dynamic topics: only this broker's queues")
     p.add_argument("--from", dest="start", default="earliest", help="earliest, latest or an offset")
@@ -85,6 +87,7 @@ def _print_batch(args: argparse.Namespace, result: Any) -> int:
             "body": base64.b64encode(body).decode() if args.base64 else body.decode("utf-8", errors="replace"),
             "properties": dict(cols["properties"][i] or []),
             "storeTimestamp": cols["store_timestamp"][i],
+            "storeTime": readable_ms(cols["store_timestamp"][i]),
             "broker": result.broker,
         }
         print(json.dumps(line))

@@ -19,7 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="staticmq",
         description="staticmq: static-topic message queue (reference broker) and its Spark connector",
     )
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level (default INFO)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     server_cmds.register(sub)
     admin_cmds.register(sub)

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from staticmq_spark.cli.namesrv import add_namesrv
 from staticmq_spark.errors import InvalidOptionError
 
 log = logging.getLogger("staticmq.cli")
@@ -30,24 +31,24 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_cluster)
 
     p = sub.add_parser("namesrv", help="run one name server")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=9876)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=9876, help="port to serve on (default 9876; 0: any free)")
     p.add_argument("--broker-timeout-ms", type=int, default=10_000, help="expire a broker silent this long")
-    p.add_argument("--ready-file", type=Path)
+    p.add_argument("--ready-file", type=Path, help="write the address here once serving")
     p.set_defaults(handler=cmd_namesrv)
 
     p = sub.add_parser("broker", help="run one broker")
-    p.add_argument("--name", required=True)
-    p.add_argument("--namesrv", required=True, help="HOST:PORT of the name server(s), ';'-separated")
-    p.add_argument("--data-dir", required=True, type=Path)
-    p.add_argument("--port", type=int, default=10911)
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--name", required=True, help="broker name (broker-0, ...)")
+    add_namesrv(p)
+    p.add_argument("--data-dir", required=True, type=Path, help="the broker's data directory")
+    p.add_argument("--port", type=int, default=10911, help="port to serve on (default 10911; 0: any free)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--cluster", default=None, help="cluster name (default DefaultCluster)")
-    p.add_argument("--flush", choices=["sync", "async"], default=None)
-    p.add_argument("--heartbeat-ms", type=int, default=None)
+    p.add_argument("--flush", choices=["sync", "async"], default=None, help="flush policy (default sync)")
+    p.add_argument("--heartbeat-ms", type=int, default=None, help="heartbeat to the name server every N ms")
     p.add_argument("--config", type=Path, help="TOML file with [broker] and [store] settings")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
-    p.add_argument("--ready-file", type=Path)
+    p.add_argument("--ready-file", type=Path, help="write the address here once serving")
     p.set_defaults(handler=cmd_broker)
 
 

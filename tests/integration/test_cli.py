@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 
-def staticmq(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def staticmq(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "staticmq_spark.cli", *args], input=stdin, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "staticmq_spark.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
     )
 
 

@@ -43,6 +43,10 @@ def test_consumer_progress_of_a_static_topic_has_one_logic_row_per_queue_after_a
 
 def test_unknown_group_and_missing_topic_exit_non_zero_with_a_clear_message(cluster_process) -> None:
     c = cluster_process(brokers=1)
+    brokers = json.loads(staticmq("admin", "clusterList", "-n", c.namesrv, "--json").stdout)
+    assert {"lastHeartbeat", "lastHeartbeatTime"} <= set(brokers[0]) and brokers[0]["lastHeartbeatTime"].endswith("Z")
+    by_env = staticmq("admin", "clusterList", env={"NAMESRV_ADDR": c.namesrv})
+    assert by_env.returncode == 0 and "broker-0" in by_env.stdout, by_env.stderr
     out = staticmq("admin", "consumerProgress", "-n", c.namesrv, "-g", "nobody")
     assert out.returncode != 0 and "consumer group 'nobody' is unknown" in out.stderr
     out = staticmq("admin", "topicStatus", "-n", c.namesrv, "-t", "no-such-topic")
