@@ -1,11 +1,15 @@
-"""`staticmq pull`: messages out as JSON lines."""
+"""`staticmq pull`: messages out as JSON lines or a `--format` template; `--follow` keeps
+polling (like `kcat -C` without `-e`) until SIGINT/SIGTERM; `-L` lists brokers and topics."""
 
 from __future__ import annotations
 
 import argparse
 import base64
 import json
+import signal
+import string
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -14,24 +18,56 @@ from staticmq_spark.cli.formatting import readable_ms
 from staticmq_spark.cli.namesrv import add_namesrv
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.results import PullStatus
+from staticmq_spark.client.route import QueueAddress
 from staticmq_spark.errors import InvalidOptionError
+
+FIELDS = (
+    "topic",
+    "queueId",
+    "queueOffset",
+    "key",
+    "tags",
+    "body",
+    "properties",
+    "storeTimestamp",
+    "storeTime",
+    "broker",
+)
+FOLLOW_IDLE_S = 0.2
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("pull", help="pull messages; prints one JSON line per message")
+    p = sub.add_parser("pull", help="pull messages; prints one JSON line (or --format line) per message")
     add_namesrv(p)
-    p.add_argument("-t", "--topic", required=True, help="topic to read")
+    p.add_argument("-t", "--topic", help="topic to read (with -L: only this topic)")
     p.add_argument("-q", "--queue", type=int, help="only this queue (logic queue on a static topic)")
     p.add_argument("-b", "--broker", help="dynamic topics: only this broker's queues")
     p.add_argument("--from", dest="start", default="earliest", help="earliest, latest or an offset")
     p.add_argument("--max", type=int, default=0, help="stop after N messages (0: all available)")
     p.add_argument("--wait-ms", type=int, default=0, help="long-poll this long for messages per queue")
     p.add_argument("--base64", action="store_true", help="print bodies as base64 (binary payloads)")
+    p.add_argument(
+        "--follow", action="store_true", help="keep polling for new messages until SIGINT/SIGTERM (like kcat -C)"
+    )
+    p.add_argument(
+        "-f",
+        "--format",
+        help="output template instead of JSON, Python str.format fields: " + ", ".join("{" + f + "}" for f in FIELDS),
+    )
+    p.add_argument("-L", "--list", action="store_true", help="list brokers, topics and queues (metadata) and exit")
     p.set_defaults(handler=cmd_pull)
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    printed = 0
+    if args.list:
+        return _list_metadata(args)
+    if not args.topic:
+        raise InvalidOptionError("give -t TOPIC (or -L to list topics)")
+    _check_format(args.format)
+    stop = threading.Event()
+    if args.follow:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, frame: stop.set())
     with PullConsumer(args.namesrv) as consumer:
         queues = [
             q
@@ -40,36 +76,69 @@ def cmd_pull(args: argparse.Namespace) -> int:
         ]
         if not queues:
             raise InvalidOptionError(f"topic {args.topic!r} has no queue matching -q/-b")
+        offsets = {(q.broker, q.queue_id): _start_offset(consumer, args, q) for q in queues if q.available}
         for q in queues:
             if not q.available:
                 print(f"staticmq pull: queue {q.queue_id} is unavailable (its broker is down)", file=sys.stderr)
-                continue
-            broker = None if q.broker.startswith("__") else q.broker
-            offset = _start_offset(consumer, args, q.queue_id, broker)
-            while not args.max or printed < args.max:
-                want = 1024 if not args.max else min(1024, args.max - printed)
-                result = consumer.pull(
-                    args.topic, q.queue_id, offset, max_messages=want, wait_ms=args.wait_ms, broker=broker
-                )
-                if result.status is PullStatus.FOUND:
-                    printed += _print_batch(args, result)
-                    offset = result.next_offset
-                elif result.status is PullStatus.OFFSET_MOVED and result.next_offset != offset:
-                    offset = result.next_offset
-                else:
-                    break
+        printed = 0
+        while not stop.is_set():
+            got = _round(consumer, args, queues, offsets, printed)
+            printed += got
+            if (args.max and printed >= args.max) or not args.follow:
+                break
+            if not got:
+                stop.wait(FOLLOW_IDLE_S)
     return 0
 
 
-def _start_offset(consumer: PullConsumer, args: argparse.Namespace, queue_id: int, broker: str | None) -> int:
+def _round(
+    consumer: PullConsumer, args: argparse.Namespace, queues: list[QueueAddress], offsets: dict[Any, int], printed: int
+) -> int:
+    """Read every queue to its current end once; returns the messages printed."""
+    got = 0
+    for q in queues:
+        if (q.broker, q.queue_id) not in offsets:
+            continue
+        broker = None if q.broker.startswith("__") else q.broker
+        while not args.max or printed + got < args.max:
+            want = 1024 if not args.max else min(1024, args.max - printed - got)
+            offset = offsets[(q.broker, q.queue_id)]
+            result = consumer.pull(
+                args.topic, q.queue_id, offset, max_messages=want, wait_ms=args.wait_ms, broker=broker
+            )
+            if result.status is PullStatus.FOUND:
+                got += _print_batch(args, result)
+                offsets[(q.broker, q.queue_id)] = result.next_offset
+            elif result.status is PullStatus.OFFSET_MOVED and result.next_offset != offset:
+                offsets[(q.broker, q.queue_id)] = result.next_offset
+            else:
+                break
+    sys.stdout.flush()
+    return got
+
+
+def _start_offset(consumer: PullConsumer, args: argparse.Namespace, q: QueueAddress) -> int:
+    broker = None if q.broker.startswith("__") else q.broker
     if args.start == "earliest":
-        return consumer.min_offset(args.topic, queue_id, broker)
+        return consumer.min_offset(args.topic, q.queue_id, broker)
     if args.start == "latest":
-        return consumer.max_offset(args.topic, queue_id, broker)
+        return consumer.max_offset(args.topic, q.queue_id, broker)
     try:
         return int(args.start)
     except ValueError:
         raise InvalidOptionError(f"--from must be earliest, latest or an offset, got {args.start!r}") from None
+
+
+def _check_format(template: str | None) -> None:
+    if template is None:
+        return
+    try:
+        names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise InvalidOptionError(f"--format {template!r} is not a valid template: {exc}") from None
+    unknown = [n for n in names if n.split(".")[0].split("[")[0] not in FIELDS]
+    if unknown:
+        raise InvalidOptionError(f"--format: unknown field(s) {unknown}; the fields are {', '.join(FIELDS)}")
 
 
 def _print_batch(args: argparse.Namespace, result: Any) -> int:
@@ -90,5 +159,29 @@ def _print_batch(args: argparse.Namespace, result: Any) -> int:
             "storeTime": readable_ms(cols["store_timestamp"][i]),
             "broker": result.broker,
         }
-        print(json.dumps(line))
+        print(args.format.format(**line) if args.format else json.dumps(line))
     return int(batch.num_rows)
+
+
+def _list_metadata(args: argparse.Namespace) -> int:
+    """Like `kcat -L`: brokers, then each topic with its queues and their leaders and offsets."""
+    from staticmq_spark.client.admin import Admin
+    from staticmq_spark.client.groups import topic_list
+
+    with Admin(args.namesrv) as admin, PullConsumer(args.namesrv) as consumer:
+        brokers = admin.cluster_info()
+        topics = [t for t in topic_list(admin) if not args.topic or t.topic == args.topic]
+        if args.topic and not topics:
+            raise InvalidOptionError(f"topic {args.topic!r} does not exist on any live broker")
+        print(f"{len(brokers)} broker(s):")
+        for b in brokers:
+            print(f"  broker {b.name} at {b.addr} (cluster {b.cluster})")
+        print(f"{len(topics)} topic(s):")
+        for t in topics:
+            kind = f"static, {t.total_queues} logic queues" if t.static else f"dynamic, {t.total_queues} queues"
+            print(f'  topic "{t.topic}" ({kind}):')
+            for o in consumer.offsets(t.topic):
+                print(
+                    f"    queue {o.queue.queue_id:>4}: leader {o.queue.broker}, offsets {o.min_offset}..{o.max_offset}"
+                )
+    return 0

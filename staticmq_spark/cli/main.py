@@ -8,10 +8,12 @@ import sys
 from collections.abc import Sequence
 
 from staticmq_spark.child_process import honour_parent
-from staticmq_spark.cli import admin_cmds, demo_cmd, io_cmds, send_cmd, server_cmds
+from staticmq_spark.cli import admin_cmds, admin_group_cmds, demo_cmd, io_cmds, send_cmd, server_cmds
 from staticmq_spark.errors import StaticMQError
 
 EXIT_ERROR = 1
+
+_REGISTERED = (admin_group_cmds,)  # registers its admin commands on import
 
 
 def build_parser() -> argparse.ArgumentParser:
