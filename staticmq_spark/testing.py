@@ -146,7 +146,7 @@ class LocalCluster:
             "namesrv": self.namesrv,
             "namesrvPid": self._namesrv.pid,
             "cluster": self.cluster_name,
-            "data_dir": str(self.data_dir),
+            "dataDir": str(self.data_dir),
             "brokers": {n: {"addr": self._brokers[n].addr, "pid": self._brokers[n].pid} for n in self.broker_names},
         }
 

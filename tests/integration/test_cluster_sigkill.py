@@ -33,6 +33,7 @@ def test_sigkill_of_the_cluster_stops_its_children_and_a_restart_works(cluster_p
     topic = unique_topic()
     made = staticmq("admin", "updateTopic", "-n", first.namesrv, "-t", topic, "-c", "DefaultCluster")
     assert made.returncode == 0, made.stderr
+    assert first.info["dataDir"] == str(data)  # the ready info's keys are camelCase too
     children = [int(first.info["namesrvPid"])] + [first.broker_pid(b) for b in ("broker-0", "broker-1")]
     os.kill(first.proc.pid, signal.SIGKILL)
     first.proc.wait(10)
