@@ -31,6 +31,7 @@ from staticmq_spark.errors import StaticMQError
 from staticmq_spark.source import offsets as offset_json
 from staticmq_spark.source.admission import advance, count_rows, share_budget
 from staticmq_spark.source.executor import read_partition
+from staticmq_spark.source.idle import IdleBackoff
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
 from staticmq_spark.source.planner import plan_partitions, resolve_offsets, settings_of
@@ -48,6 +49,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[int, int] | None = None
         self._latest: dict[int, int] | None = None
         self._last_trigger = time.monotonic()
+        self._idle = IdleBackoff()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -90,7 +92,10 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {q: max(begin[q], min(latest[q], self._target[q])) for q in begin}
         end = self._admit(snap, begin, latest, limit)
         if end == begin:
+            if self._target is None:  # AvailableNow ends on this answer: no reason to wait
+                time.sleep(self._idle.after_poll(found_data=False))
             return start
+        self._idle.after_poll(found_data=True)
         initial = self._initial if begin == self._initial else None
         return offset_json.to_json(self.opts.topic, end, initial=initial)
 

@@ -20,6 +20,7 @@ SPARK_CONF = {
     "spark.python.worker.reuse": "true",
     "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "true",
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
+    "spark.databricks.delta.snapshotPartitions": "2",  # Delta's log replay in 2 tasks, not 50
 }
 
 

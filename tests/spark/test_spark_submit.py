@@ -44,8 +44,12 @@ def test_the_example_job_runs_under_spark_submit(spark, cluster, tmp_path: Path)
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=ROOT,  # as the README runs it: conf/spark-defaults.conf names conf/log4j2.properties
     )
     assert out.returncode == 0, out.stderr[-4000:]
+    assert "default log4j profile" not in out.stderr, "the shipped conf/log4j2.properties is used"
+    info = [line for line in out.stderr.splitlines() if " INFO " in line]
+    assert not info, f"{len(info)} INFO lines, e.g. {info[:3]}"
     rows = spark.read.format("staticmq").option("namesrv", cluster.namesrv).option("topic", sink).load().collect()
     assert len(rows) == sum(1 for e in events if e["dwell"] > 0)
     assert {r["key"] for r in rows} == {e["user"] for e in events if e["dwell"] > 0}
