@@ -27,8 +27,8 @@ class StaticMQBatchReader(DataSourceReader):
             with Admin(self.opts.namesrv, wait_for_ready=False) as admin:
                 consumer = PullConsumer(self.opts.namesrv, channels=admin.channels)
                 snap = take_snapshot(admin, self.opts.topic)
-                starts = resolve_offsets(snap, self.opts.starting, consumer)
-                ends = resolve_offsets(snap, self.opts.ending, consumer)
+                starts = resolve_offsets(snap, self.opts.starting, consumer, "startingOffsets")
+                ends = resolve_offsets(snap, self.opts.ending, consumer, "endingOffsets")
             backwards = {q: (starts[q], ends[q]) for q in starts if ends[q] < starts[q]}
             if backwards:
                 raise InvalidOptionError(

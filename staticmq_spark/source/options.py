@@ -81,6 +81,11 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
     topic = opts["topic"]
     starting = _starting(opts, topic, default="latest" if streaming else "earliest")
     ending = _offsets_spec("endingoffsets", opts.get("endingoffsets", "latest"), topic, allow_earliest=False)
+    if not streaming and (starting.kind == "latest" or any(v == LATEST for _, v in starting.offsets)):
+        raise InvalidOptionError(
+            "option 'startingOffsets': a batch query cannot start at latest (it would read nothing); "
+            "use earliest, JSON offsets or a timestamp"
+        )
     if streaming and "endingoffsets" in opts:
         raise InvalidOptionError("option 'endingOffsets' applies to batch queries only (spark.read)")
     max_rows = _positive(opts, "maxmessagespertrigger") or _positive(opts, "maxoffsetspertrigger")

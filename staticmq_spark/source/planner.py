@@ -14,8 +14,11 @@ from staticmq_spark.source.snapshot import TopicSnapshot
 log = logging.getLogger(__name__)
 
 
-def resolve_offsets(snap: TopicSnapshot, spec: StartSpec, consumer: PullConsumer) -> dict[int, int]:
-    """Concrete logic offsets for every queue from earliest / latest / JSON / timestamps."""
+def resolve_offsets(
+    snap: TopicSnapshot, spec: StartSpec, consumer: PullConsumer, option: str = "startingOffsets"
+) -> dict[int, int]:
+    """Concrete logic offsets for every queue from earliest / latest / JSON / timestamps;
+    `option` names the option they came from in errors."""
     queues = range(snap.total_queues)
     if spec.kind == "earliest":
         return snap.earliest()
@@ -28,8 +31,8 @@ def resolve_offsets(snap: TopicSnapshot, spec: StartSpec, consumer: PullConsumer
     extra = sorted(set(given) - set(queues))
     if missing or extra:
         raise InvalidOptionError(
-            f"offsets for topic {snap.topic!r} must name each of its {snap.total_queues} logic queues "
-            f"(missing {missing}, unknown {extra})"
+            f"option {option!r}: offsets for topic {snap.topic!r} must name each of its {snap.total_queues} "
+            f"logic queues (missing {missing}, unknown {extra})"
         )
     if spec.kind == "timestamps":
         return {q: consumer.offset_for_timestamp(snap.topic, q, ts) for q, ts in given.items()}
@@ -89,3 +92,34 @@ def plan_partitions(
         )
         for q in range(snap.total_queues)
     ]
+
+
+def went_back(snap: TopicSnapshot, offsets: dict[int, int]) -> dict[int, str]:
+    """Queues whose max offset is now below `offsets` (the topic was deleted and re-created, or
+    its data was lost), each with a message naming the queue and both offsets."""
+    latest = snap.latest()
+    return {
+        q: (
+            f"topic {snap.topic!r} logic queue {q}: the query is at logic offset {offset} but the queue's "
+            f"max offset is now {latest[q]} (offsets went back: the topic was deleted and re-created, "
+            "or its data was lost)"
+        )
+        for q, offset in offsets.items()
+        if q in latest and latest[q] < offset
+    }
+
+
+def check_went_back(snap: TopicSnapshot, offsets: dict[int, int], fail_on_data_loss: bool) -> dict[int, int]:
+    """`offsets` with every queue that went back moved to its earliest offset; with
+    failOnDataLoss=true a queue that went back fails the query instead."""
+    gone = went_back(snap, offsets)
+    if gone and fail_on_data_loss:
+        first = gone[min(gone)]
+        raise DataLossError(
+            first
+            + (f" (and {len(gone) - 1} more queue(s))" if len(gone) > 1 else "")
+            + "; failOnDataLoss=true: set failOnDataLoss=false to go on from the earliest offsets"
+        )
+    for message in gone.values():
+        log.warning("%s; going on from its earliest offset (failOnDataLoss=false)", message)
+    return {q: snap.bounds[q].min_offset if q in gone else offset for q, offset in offsets.items()}

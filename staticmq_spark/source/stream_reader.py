@@ -34,7 +34,7 @@ from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.idle import IdleBackoff
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
-from staticmq_spark.source.planner import plan_partitions, resolve_offsets, settings_of
+from staticmq_spark.source.planner import check_went_back, plan_partitions, resolve_offsets, settings_of
 from staticmq_spark.source.snapshot import TopicSnapshot, take_snapshot
 
 log = logging.getLogger(__name__)
@@ -85,13 +85,14 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         snap = self._snapshot()
-        begin = offset_json.from_json(start, self.opts.topic, snap.total_queues)
+        given = offset_json.from_json(start, self.opts.topic, snap.total_queues)
+        begin = check_went_back(snap, given, self.opts.fail_on_data_loss)
         latest = {q: max(begin[q], snap.latest()[q]) for q in begin}
         self._latest = latest
         if self._target is not None:
             latest = {q: max(begin[q], min(latest[q], self._target[q])) for q in begin}
         end = self._admit(snap, begin, latest, limit)
-        if end == begin:
+        if end == begin and begin == given:
             if self._target is None:  # AvailableNow ends on this answer: no reason to wait
                 time.sleep(self._idle.after_poll(found_data=False))
             return start
@@ -150,6 +151,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends = offset_json.from_json(end, self.opts.topic, snap.total_queues)
             carried = offset_json.initial_of(end)
             begin = carried if carried is not None else offset_json.from_json(start, self.opts.topic, snap.total_queues)
+            begin = check_went_back(snap, begin, self.opts.fail_on_data_loss)
             return plan_partitions(snap, begin, ends, settings_of(self.opts))
 
         parts = with_retries("planning a micro-batch", plan, self._timeout_s)
