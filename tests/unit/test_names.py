@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from staticmq_spark.errors import InvalidArgumentError, InvalidTopicNameError
-from staticmq_spark.protocol.names import retry_topic, validate_group, validate_topic
+from staticmq_spark.protocol.names import retry_topic, validate_broker_name, validate_group, validate_topic
 
 
 @pytest.mark.parametrize("name", ["", "../etc", "a/b", "a.b", "x" * 128, "sp ace", "tab\t", "%RETRY%g_t", "rmq_sys_x"])
@@ -25,3 +25,23 @@ def test_good_names_pass() -> None:
 def test_bad_group_is_refused() -> None:
     with pytest.raises(InvalidArgumentError):
         validate_group("a/b")
+
+
+@pytest.mark.parametrize("name", ["orders\n", "orders\r\n", "\norders"])
+def test_a_name_with_a_newline_is_refused_even_at_the_end(name: str) -> None:
+    with pytest.raises(InvalidTopicNameError):
+        validate_topic(name)
+    with pytest.raises(InvalidArgumentError):
+        validate_group(name)
+    with pytest.raises(InvalidArgumentError):
+        validate_broker_name(name)
+
+
+def test_a_huge_name_is_echoed_cut_short() -> None:
+    for bad in ("x" * 10_000, "y" * 9_000 + "/"):
+        with pytest.raises(InvalidTopicNameError) as info:
+            validate_topic(bad)
+        assert len(str(info.value)) < 300 and "characters" in str(info.value)
+    with pytest.raises(InvalidArgumentError) as group_info:
+        validate_group("g" * 10_000)
+    assert len(str(group_info.value)) < 300
