@@ -8,9 +8,10 @@ values of 100 B and 1 KiB), one figure after another:
   `PullConsumer.pull` loop (10000 per pull) vs confluent-kafka (acks=all, idempotent, linger.ms=5;
   `Consumer.consume(10000)`), into a topic of 2 logic queues / 2 partitions;
 - source: `readStream.format("staticmq"|"kafka")` from earliest over those topics into `noop`,
-  availableNow, once with maxOffsetsPerTrigger = rows/4 and once without a limit;
+  availableNow, once with maxOffsetsPerTrigger = rows/4 (4 micro-batches) and once without a limit;
 - sink: the same cached DataFrame (2 partitions) `df.write.format("staticmq"|"kafka")` into a fresh
-  topic of 2 queues / partitions (staticmq keyed and exactly once; Kafka keyed, acks=all, idempotent);
+  topic of 2 queues / partitions (staticmq keyed and exactly once; Kafka keyed, acks=all, idempotent, linger.ms=5,
+  batch.size=1 MiB as for confluent-kafka: Spark's defaults, 16 KiB batches, run ~10x slower here);
 - latency: one 100-byte probe every 20 ms, its send time in the value, to a query with a 0-second
   trigger; p50/p99 of (driver holds the row in foreachBatch) - (send time).
 Durability is the same for both: staticmq's broker runs flush=sync (fsync before every ack, group
@@ -84,12 +85,26 @@ def run_all(args: argparse.Namespace, tmp: str, figures: Figures) -> None:
             conf = {"spark.jars": ",".join(str(j) for j in jars), "spark.driver.memory": "1g"}
             spark = spark_session("staticmq-bench-peers", conf)
             try:
+                warm_up(spark, tmp, cluster.namesrv, kafka.bootstrap, ends)
                 for size in (100, 1024):
                     rows = clients.Rows(args.rows, size)
                     run_size(spark, rows, tmp, cluster.namesrv, kafka.bootstrap, ends, meters, figures)
                 run_latency(spark, args, tmp, cluster.namesrv, kafka.bootstrap, ends, figures)
             finally:
                 spark.stop()
+
+
+def warm_up(spark: Any, tmp: str, namesrv: str, bootstrap: str, ends: dict[str, Endpoint]) -> None:
+    """Untimed: the first produce (Kafka's idempotent producer id) and the first query of each system
+    (class loading, JIT, Python workers) would otherwise be charged to the first figure."""
+    batches = clients.Rows(10 * clients.BATCH, 100).batches()
+    clients.staticmq_topic(namesrv, "peers-warmup", QUEUES)
+    clients.kafka_topic(bootstrap, "peers-warmup", QUEUES)
+    clients.staticmq_produce(namesrv, "peers-warmup", batches, QUEUES)
+    clients.kafka_produce(bootstrap, "peers-warmup", batches)
+    for system, end in ends.items():
+        for limit in (2 * clients.BATCH, None):
+            spark_figures.source_run(spark, end, "peers-warmup", f"{tmp}/ck/warmup-{system}-{limit}", limit)
 
 
 def source_into(got: list[int], *args: Any) -> None:
@@ -114,7 +129,7 @@ def run_size(spark: Any, rows: clients.Rows, tmp: str, namesrv: str, bootstrap: 
     r = timed(meters["kafka"], n, lambda: clients.kafka_consume(bootstrap, topic, QUEUES, n))
     figures.add("consume", "kafka", r.pop("rate"), **r, **case)
     for limit in (n // 4, None):
-        mode = f"availableNow, maxOffsetsPerTrigger={limit}" if limit else "availableNow, one batch"
+        mode = f"availableNow, maxOffsets {limit}" if limit else "availableNow, one batch"
         for system, end in ends.items():
             ck = f"{tmp}/ck/source-{system}-{size}-{limit}"
             got: list[int] = []
@@ -163,7 +178,7 @@ def run_latency(spark: Any, args: argparse.Namespace, tmp: str, namesrv: str, bo
             p50, p99, n = spark_figures.latency_run(
                 spark, end, "peers-latency", ck, senders[system], args.latency_s, 0.02
             )
-            case = {"case": f"{n} probes of 100 B, 0 s trigger", "samples": n, "value_bytes": 100}
+            case = {"case": "100 B probe every 20 ms, 0 s trigger", "samples": n, "value_bytes": 100}
             figures.add("latency_p50", system, p50, **case)
             figures.add("latency_p99", system, p99, **case)
     finally:
@@ -202,15 +217,15 @@ def table(records: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="100,000 rows per figure and 10 s of latency probes")
-    parser.add_argument("--rows", type=int, help="rows per figure (default 1,000,000; 100,000 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="200,000 rows per figure and 10 s of latency probes")
+    parser.add_argument("--rows", type=int, help="rows per figure (default 1,000,000; 200,000 with --quick)")
     parser.add_argument(
         "--latency-s", type=float, help="seconds of latency probes per system (default 30; 10 with --quick)"
     )
     parser.add_argument("--json", metavar="FILE", help="write every figure to FILE as a JSON list")
     args = parser.parse_args(argv)
     args.rows = max(
-        clients.BATCH, (args.rows or (100_000 if args.quick else 1_000_000)) // clients.BATCH * clients.BATCH
+        clients.BATCH, (args.rows or (200_000 if args.quick else 1_000_000)) // clients.BATCH * clients.BATCH
     )
     args.latency_s = args.latency_s or (10.0 if args.quick else 30.0)
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")

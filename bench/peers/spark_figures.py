@@ -26,8 +26,10 @@ class Endpoint:
         return {**self.options, "topic": topic, "startingOffsets": "earliest"}
 
     def sink_options(self, topic: str) -> dict[str, str]:
-        if self.fmt == "kafka":  # keyed, acks=all, idempotent producer
-            return {**self.options, "topic": topic, "kafka.acks": "all", "kafka.enable.idempotence": "true"}
+        if self.fmt == "kafka":  # keyed, acks=all, idempotent, batched like the confluent-kafka producer
+            tuning = {"kafka.acks": "all", "kafka.enable.idempotence": "true"}
+            tuning.update({"kafka.linger.ms": "5", "kafka.batch.size": str(1 << 20)})
+            return {**self.options, "topic": topic, **tuning}
         return {**self.options, "topic": topic}  # keyed (murmur3(key) mod queues), exactly once by default
 
 

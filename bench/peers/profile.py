@@ -1,0 +1,118 @@
+"""Where staticmq's time goes in the Spark source and sink: py-spy over every Python process of the tree.
+
+    python -m bench.peers.profile [--rows 300000] [--top 12]
+
+One broker (flush=sync), a static topic of 2 logic queues filled with 100-byte keyed rows, one
+local[2] session. After a warm-up of each, `py-spy record --subprocesses --idle=false` samples this
+driver, Spark's Python workers and the broker processes during (a) one availableNow source query
+into noop and (b) one keyed `df.write.format("staticmq")` of the same number of rows. Printed per
+phase: samples per process kind, and the functions with the most samples (self and inclusive).
+Needs `pip install py-spy` and ptrace rights (root, or kernel.yama.ptrace_scope=0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+
+from bench.harness import log, spark_session
+from bench.peers import clients, spark_figures
+from bench.peers.spark_figures import Endpoint
+from staticmq_spark.testing import LocalCluster
+
+
+def kind(process: str) -> str:
+    if "broker_stub" in process or "namesrv" in process:
+        return "broker" if "namesrv" not in process else "name server"
+    if "pyspark.daemon" in process or "pyspark.worker" in process or "daemon" in process:
+        return "spark python worker"
+    return "driver"
+
+
+def profiled(out: str, run: Callable[[], object]) -> None:
+    spy = shutil.which("py-spy")
+    if spy is None:
+        raise RuntimeError("profiling needs py-spy: pip install py-spy")
+    cmd = [spy, "record", "--subprocesses", "--format", "raw", "--rate", "200", "-o", out, "--pid", str(os.getpid())]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def report(title: str, path: str, top: int) -> str:
+    kinds: collections.Counter[str] = collections.Counter()
+    selfs: collections.Counter[tuple[str, str]] = collections.Counter()
+    incl: collections.Counter[tuple[str, str]] = collections.Counter()
+    total = 0
+    for line in open(path):
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        frames = stack.split(";")
+        k, n = kind(frames[0]), int(count)
+        total += n
+        kinds[k] += n
+        names = [f.split(" (")[0] + " (" + f.split(" (")[-1].split("/")[-1] if " (" in f else f for f in frames[1:]]
+        if names:
+            selfs[(k, names[-1])] += n
+        for name in set(names):
+            incl[(k, name)] += n
+    lines = [f"### {title}: {total} samples (200/s, idle excluded)", "", "| process | share |", "| --- | --- |"]
+    lines += [f"| {k} | {n / total:.0%} |" for k, n in kinds.most_common()]
+    lines += ["", "| process | function (self) | share |", "| --- | --- | --- |"]
+    lines += [f"| {k} | `{f}` | {n / total:.1%} |" for (k, f), n in selfs.most_common(top)]
+    lines += ["", "| process | function (inclusive) | share |", "| --- | --- | --- |"]
+    lines += [f"| {k} | `{f}` | {n / total:.1%} |" for (k, f), n in incl.most_common(top)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=300_000)
+    parser.add_argument("--top", type=int, default=12)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-peers-profile-") as tmp:
+        with LocalCluster(brokers=1, data_dir=f"{tmp}/staticmq", flush="sync") as cluster:
+            ns = cluster.namesrv
+            clients.staticmq_topic(ns, "profile", 2)
+            clients.staticmq_produce(ns, "profile", clients.Rows(args.rows, 100).batches(), 2)
+            end = Endpoint("staticmq", "staticmq", {"namesrv": ns})
+            spark = spark_session("staticmq-bench-peers-profile", {"spark.driver.memory": "1g"})
+            try:
+                df = spark_figures.sink_frame(spark, args.rows, 100, 2)
+                for phase in ("warmup", "profile"):
+                    source = f"{tmp}/source-{phase}.txt"
+                    sink_topic = f"profile-sink-{phase}"
+                    clients.staticmq_topic(ns, sink_topic, 2)
+                    ck = f"{tmp}/ck-{phase}"
+
+                    def read(ck: str = ck) -> object:
+                        return spark_figures.source_run(spark, end, "profile", ck, None)
+
+                    def write(topic: str = sink_topic) -> object:
+                        return spark_figures.sink_run(df, end, topic)
+
+                    if phase == "warmup":
+                        read(), write()
+                        continue
+                    log("profiling the source")
+                    profiled(source, read)
+                    log("profiling the sink")
+                    profiled(f"{tmp}/sink.txt", write)
+                    print(report(f"Source, {args.rows:,} rows", source, args.top) + "\n")
+                    print(report(f"Sink, {args.rows:,} rows", f"{tmp}/sink.txt", args.top))
+            finally:
+                spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
