@@ -54,7 +54,9 @@ def report(title: str, path: str, top: int) -> str:
     selfs: collections.Counter[tuple[str, str]] = collections.Counter()
     incl: collections.Counter[tuple[str, str]] = collections.Counter()
     total = 0
-    for line in open(path):
+    with open(path) as f:
+        lines_in = f.read().splitlines()
+    for line in lines_in:
         stack, _, count = line.rstrip("\n").rpartition(" ")
         frames = stack.split(";")
         k, n = kind(frames[0]), int(count)
@@ -79,38 +81,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--top", type=int, default=12)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-peers-profile-") as tmp:
-        with LocalCluster(brokers=1, data_dir=f"{tmp}/staticmq", flush="sync") as cluster:
-            ns = cluster.namesrv
-            clients.staticmq_topic(ns, "profile", 2)
-            clients.staticmq_produce(ns, "profile", clients.Rows(args.rows, 100).batches(), 2)
-            end = Endpoint("staticmq", "staticmq", {"namesrv": ns})
-            spark = spark_session("staticmq-bench-peers-profile", {"spark.driver.memory": "1g"})
-            try:
-                df = spark_figures.sink_frame(spark, args.rows, 100, 2)
-                for phase in ("warmup", "profile"):
-                    source = f"{tmp}/source-{phase}.txt"
-                    sink_topic = f"profile-sink-{phase}"
-                    clients.staticmq_topic(ns, sink_topic, 2)
-                    ck = f"{tmp}/ck-{phase}"
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-peers-profile-") as tmp,
+        LocalCluster(brokers=1, data_dir=f"{tmp}/staticmq", flush="sync") as cluster,
+    ):
+        ns = cluster.namesrv
+        clients.staticmq_topic(ns, "profile", 2)
+        clients.staticmq_produce(ns, "profile", clients.Rows(args.rows, 100).batches(), 2)
+        end = Endpoint("staticmq", "staticmq", {"namesrv": ns})
+        spark = spark_session("staticmq-bench-peers-profile", {"spark.driver.memory": "1g"})
+        try:
+            df = spark_figures.sink_frame(spark, args.rows, 100, 2)
+            for phase in ("warmup", "profile"):
+                source = f"{tmp}/source-{phase}.txt"
+                sink_topic = f"profile-sink-{phase}"
+                clients.staticmq_topic(ns, sink_topic, 2)
+                ck = f"{tmp}/ck-{phase}"
 
-                    def read(ck: str = ck) -> object:
-                        return spark_figures.source_run(spark, end, "profile", ck, None)
+                def read(ck: str = ck) -> object:
+                    return spark_figures.source_run(spark, end, "profile", ck, None)
 
-                    def write(topic: str = sink_topic) -> object:
-                        return spark_figures.sink_run(df, end, topic)
+                def write(topic: str = sink_topic) -> object:
+                    return spark_figures.sink_run(df, end, topic)
 
-                    if phase == "warmup":
-                        read(), write()
-                        continue
-                    log("profiling the source")
-                    profiled(source, read)
-                    log("profiling the sink")
-                    profiled(f"{tmp}/sink.txt", write)
-                    print(report(f"Source, {args.rows:,} rows", source, args.top) + "\n")
-                    print(report(f"Sink, {args.rows:,} rows", f"{tmp}/sink.txt", args.top))
-            finally:
-                spark.stop()
+                if phase == "warmup":
+                    read(), write()
+                    continue
+                log("profiling the source")
+                profiled(source, read)
+                log("profiling the sink")
+                profiled(f"{tmp}/sink.txt", write)
+                print(report(f"Source, {args.rows:,} rows", source, args.top) + "\n")
+                print(report(f"Sink, {args.rows:,} rows", f"{tmp}/sink.txt", args.top))
+        finally:
+            spark.stop()
     return 0
 
 
