@@ -27,13 +27,36 @@ from bench.peers import clients, spark_figures
 from bench.peers.spark_figures import Endpoint
 from staticmq_spark.testing import LocalCluster
 
+WAITS = ("Condition.wait", "Event.wait", "_worker (thread.py", "_serve (_server.py", "manager (daemon.py")
+
 
 def kind(process: str) -> str:
-    if "broker_stub" in process or "namesrv" in process:
-        return "broker" if "namesrv" not in process else "name server"
-    if "pyspark.daemon" in process or "pyspark.worker" in process or "daemon" in process:
-        return "spark python worker"
-    return "driver"
+    """The role of a sampled process, from its command line."""
+    for marker, name in (
+        ("cli broker", "broker"),
+        ("cli namesrv", "name server"),
+        ("python_streaming_source_runner", "pyspark source runner (driver side)"),
+        ("pyspark.daemon", "Spark Python worker"),
+        ("pyspark.worker", "Spark Python worker"),
+    ):
+        if marker in process:
+            return name
+    return "bench driver"
+
+
+def frames_of(stack: str) -> tuple[str, list[str]]:
+    """(process kind, function names root first) of one collapsed py-spy stack."""
+    frames = stack.split(";")
+    where = max((i for i, f in enumerate(frames) if f.startswith("process ")), default=-1)  # the innermost
+    process = frames[where] if where >= 0 else ""
+    names = [f for f in frames[where + 1 :] if not f.startswith("thread ")]
+    return kind(process), [short(f) for f in names]
+
+
+def short(frame: str) -> str:
+    """`func (path/to/file.py:12)` -> `func (file.py:12)`."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
 
 
 def profiled(out: str, run: Callable[[], object]) -> None:
@@ -55,19 +78,25 @@ def report(title: str, path: str, top: int) -> str:
     incl: collections.Counter[tuple[str, str]] = collections.Counter()
     total = 0
     with open(path) as f:
-        lines_in = f.read().splitlines()
-    for line in lines_in:
-        stack, _, count = line.rstrip("\n").rpartition(" ")
-        frames = stack.split(";")
-        k, n = kind(frames[0]), int(count)
+        collapsed = f.read().splitlines()
+    for line in collapsed:
+        stack, _, count = line.rpartition(" ")
+        k, names = frames_of(stack)
+        if not names or any(names[-1].startswith(w) for w in WAITS):
+            continue  # a thread blocked in a wait py-spy did not see as idle
+        n = int(count)
         total += n
         kinds[k] += n
-        names = [f.split(" (")[0] + " (" + f.split(" (")[-1].split("/")[-1] if " (" in f else f for f in frames[1:]]
-        if names:
-            selfs[(k, names[-1])] += n
+        selfs[(k, names[-1])] += n
         for name in set(names):
             incl[(k, name)] += n
-    lines = [f"### {title}: {total} samples (200/s, idle excluded)", "", "| process | share |", "| --- | --- |"]
+    total = max(total, 1)
+    lines = [
+        f"### {title}: {total} samples (200/s; idle and blocked-in-wait samples excluded)",
+        "",
+        "| process | share |",
+        "| --- | --- |",
+    ]
     lines += [f"| {k} | {n / total:.0%} |" for k, n in kinds.most_common()]
     lines += ["", "| process | function (self) | share |", "| --- | --- | --- |"]
     lines += [f"| {k} | `{f}` | {n / total:.1%} |" for (k, f), n in selfs.most_common(top)]
