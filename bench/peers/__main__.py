@@ -1,0 +1,245 @@
+"""staticmq vs Spark's Kafka connector on Apache Kafka, in one run (issue 18).
+
+    python -m bench.peers [--quick] [--json FILE]
+
+One process tree, one machine, the same rows for every system (string keys 'user-<i % 100000>',
+values of 100 B and 1 KiB), one figure after another:
+- produce / consume (broker alone): staticmq `Producer.send_batch` (1000 rows per request) and a
+  `PullConsumer.pull` loop (10000 per pull) vs confluent-kafka (acks=all, idempotent, linger.ms=5;
+  `Consumer.consume(10000)`), into a topic of 2 logic queues / 2 partitions;
+- source: `readStream.format("staticmq"|"kafka")` from earliest over those topics into `noop`,
+  availableNow, once with maxOffsetsPerTrigger = rows/4 (4 micro-batches) and once without a limit;
+- sink: the same cached DataFrame (2 partitions) `df.write.format("staticmq"|"kafka")` into a fresh
+  topic of 2 queues / partitions (staticmq keyed and exactly once; Kafka keyed, acks=all, idempotent, linger.ms=5,
+  batch.size=1 MiB as for confluent-kafka: Spark's defaults, 16 KiB batches, run ~10x slower here);
+- latency: one 100-byte probe every 20 ms, its send time in the value, to a query with a 0-second
+  trigger; p50/p99 of (driver holds the row in foreachBatch) - (send time).
+Durability is the same for both: staticmq's broker runs flush=sync (fsync before every ack, group
+commit), Kafka runs log.flush.interval.messages=1 (fsync after every append, before the ack).
+Rows/s is rows / wall clock of the timed part; CPU-s/M rows is the CPU time of every process of the
+tree (servers of that system, this driver, Spark's JVM and Python workers; the other system's
+servers excluded) per million rows. Exit 0 whatever the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from bench.harness import log, spark_session
+from bench.peers import clients, spark_figures
+from bench.peers.cpu import CpuMeter, descendants
+from bench.peers.kafka_server import KAFKA_VERSION, KafkaServer
+from bench.peers.spark_figures import Endpoint
+from bench.peers.spark_kafka import spark_kafka_jars
+from staticmq_spark.testing import LocalCluster
+
+STATICMQ_VERSION = "0.1.0"
+QUEUES = 2
+UNITS = {"latency_p50": "ms", "latency_p99": "ms"}
+
+
+class Figures:
+    """Every measured figure, as the JSON records and the table rows."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def add(self, figure: str, system: str, value: float, **extra: Any) -> None:
+        version = KAFKA_VERSION if system == "kafka" else STATICMQ_VERSION
+        unit = UNITS.get(figure, "rows/s")
+        self.records.append({"figure": figure, "system": system, "value": round(value, 2), "unit": unit,
+                             "version": version, **extra})  # fmt: skip
+        shown = f"{value:,.1f} {unit}" if unit == "ms" else f"{value:,.0f} rows/s"
+        cpu = f", {extra['cpu_s_per_m_rows']:.1f} CPU-s/M rows" if "cpu_s_per_m_rows" in extra else ""
+        log(f"  {figure:<12} {system:<10} {extra.get('case', ''):<34} {shown}{cpu}")
+
+
+def timed(meter: CpuMeter, rows: int, run: Callable[[], object]) -> dict[str, float]:
+    meter.start()
+    t0 = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - t0
+    return {"rate": rows / seconds, "cpu_s_per_m_rows": round(meter.stop() / rows * 1e6, 2)}
+
+
+def run_all(args: argparse.Namespace, tmp: str, figures: Figures) -> None:
+    jars = spark_kafka_jars()
+    with LocalCluster(brokers=1, data_dir=f"{tmp}/staticmq", flush="sync") as cluster:
+        staticmq_pids = descendants()
+        with KafkaServer(f"{tmp}/kafka", flush_messages=1) as kafka:
+            meters = {"staticmq": CpuMeter(exclude=[kafka.pid]), "kafka": CpuMeter(exclude=staticmq_pids)}
+            ends = {
+                "staticmq": Endpoint("staticmq", "staticmq", {"namesrv": cluster.namesrv}),
+                "kafka": Endpoint("kafka", "kafka", {"kafka.bootstrap.servers": kafka.bootstrap}),
+            }
+            conf = {"spark.jars": ",".join(str(j) for j in jars), "spark.driver.memory": "1g"}
+            spark = spark_session("staticmq-bench-peers", conf)
+            try:
+                warm_up(spark, tmp, cluster.namesrv, kafka.bootstrap, ends)
+                for size in (100, 1024):
+                    rows = clients.Rows(args.rows, size)
+                    run_size(spark, rows, tmp, cluster.namesrv, kafka.bootstrap, ends, meters, figures)
+                run_latency(spark, args, tmp, cluster.namesrv, kafka.bootstrap, ends, figures)
+            finally:
+                spark.stop()
+
+
+def warm_up(spark: Any, tmp: str, namesrv: str, bootstrap: str, ends: dict[str, Endpoint]) -> None:
+    """Untimed: the first produce (Kafka's idempotent producer id) and the first query of each system
+    (class loading, JIT, Python workers) would otherwise be charged to the first figure."""
+    batches = clients.Rows(10 * clients.BATCH, 100).batches()
+    clients.staticmq_topic(namesrv, "peers-warmup", QUEUES)
+    clients.kafka_topic(bootstrap, "peers-warmup", QUEUES)
+    clients.staticmq_produce(namesrv, "peers-warmup", batches, QUEUES)
+    clients.kafka_produce(bootstrap, "peers-warmup", batches)
+    for system, end in ends.items():
+        for limit in (2 * clients.BATCH, None):
+            spark_figures.source_run(spark, end, "peers-warmup", f"{tmp}/ck/warmup-{system}-{limit}", limit)
+
+
+def source_into(got: list[int], *args: Any) -> None:
+    got.append(spark_figures.source_run(*args)[0])
+
+
+def run_size(spark: Any, rows: clients.Rows, tmp: str, namesrv: str, bootstrap: str, ends: dict[str, Endpoint],
+             meters: dict[str, CpuMeter], figures: Figures) -> None:  # fmt: skip
+    n, size = rows.count, rows.size
+    batches = rows.batches()
+    topic = f"peers-{size}"
+    clients.staticmq_topic(namesrv, topic, QUEUES)
+    clients.kafka_topic(bootstrap, topic, QUEUES)
+    case = {"value_bytes": size, "case": f"{size} B, flush per ack"}
+    r = timed(meters["staticmq"], n, lambda: clients.staticmq_produce(namesrv, topic, batches, QUEUES))
+    figures.add("produce", "staticmq", r.pop("rate"), **r, **case)
+    r = timed(meters["kafka"], n, lambda: clients.kafka_produce(bootstrap, topic, batches))
+    figures.add("produce", "kafka", r.pop("rate"), **r, **case)
+    case["case"] = f"{size} B"
+    r = timed(meters["staticmq"], n, lambda: clients.staticmq_consume(namesrv, topic, n))
+    figures.add("consume", "staticmq", r.pop("rate"), **r, **case)
+    r = timed(meters["kafka"], n, lambda: clients.kafka_consume(bootstrap, topic, QUEUES, n))
+    figures.add("consume", "kafka", r.pop("rate"), **r, **case)
+    for limit in (n // 4, None):
+        mode = f"availableNow, maxOffsets {limit}" if limit else "availableNow, one batch"
+        for system, end in ends.items():
+            ck = f"{tmp}/ck/source-{system}-{size}-{limit}"
+            got: list[int] = []
+            run = partial(source_into, got, spark, end, topic, ck, limit)
+            r = timed(meters[system], n, run)
+            if got != [n]:
+                raise RuntimeError(f"{system} source read {got} rows, expected {n:,}")
+            figures.add("source", system, r.pop("rate"), **r, value_bytes=size, case=f"{size} B, {mode}", mode=mode)
+    df = spark_figures.sink_frame(spark, n, size, QUEUES)
+    try:
+        for system, end in ends.items():
+            for attempt in ("warm-up", "timed"):
+                sink_topic = f"peers-sink-{system}-{size}-{attempt}"
+                make = clients.staticmq_topic if system == "staticmq" else clients.kafka_topic
+                make(namesrv if system == "staticmq" else bootstrap, sink_topic, QUEUES)
+                r = timed(meters[system], n, partial(spark_figures.sink_run, df, end, sink_topic))
+            figures.add("sink", system, r.pop("rate"), **r, value_bytes=size, case=f"{size} B, keyed")
+    finally:
+        df.unpersist()
+
+
+def run_latency(spark: Any, args: argparse.Namespace, tmp: str, namesrv: str, bootstrap: str,
+                ends: dict[str, Endpoint], figures: Figures) -> None:  # fmt: skip
+    from confluent_kafka import Producer as KafkaProducer
+
+    from staticmq_spark.client import Producer
+
+    clients.staticmq_topic(namesrv, "peers-latency", QUEUES)
+    clients.kafka_topic(bootstrap, "peers-latency", QUEUES)
+    producer = Producer(namesrv, active_detection=False)
+    kproducer = KafkaProducer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0}
+    )
+
+    def kafka_send(value: bytes) -> None:
+        kproducer.produce("peers-latency", value, "user-1")
+        kproducer.flush(10)
+
+    senders: dict[str, Callable[[bytes], object]] = {
+        "staticmq": lambda v: producer.send("peers-latency", v, key="user-1"),
+        "kafka": kafka_send,
+    }
+    try:
+        for system, end in ends.items():
+            ck = f"{tmp}/ck/latency-{system}"
+            p50, p99, n = spark_figures.latency_run(
+                spark, end, "peers-latency", ck, senders[system], args.latency_s, 0.02
+            )
+            case = {"case": "100 B probe every 20 ms, 0 s trigger", "samples": n, "value_bytes": 100}
+            figures.add("latency_p50", system, p50, **case)
+            figures.add("latency_p99", system, p99, **case)
+    finally:
+        producer.close()
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    """One line per figure and case: staticmq, kafka (rocketmq columns when present), ratio staticmq/kafka."""
+    systems = [
+        s for s in ("staticmq", "staticmq-on-rocketmq", "kafka", "rocketmq") if any(r["system"] == s for r in records)
+    ]
+    keys: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for r in records:
+        keys.setdefault((r["figure"], r["case"]), {})[r["system"]] = r
+    head = f"{'figure':<12} {'case':<44}" + "".join(f"{s:>22}" for s in systems) + f"{'staticmq/kafka':>16}"
+    lines = [head, "-" * len(head)]
+    for (figure, case), by in keys.items():
+        cells = []
+        for s in systems:
+            cell = by.get(s)
+            if cell is None:
+                cells.append(f"{'':>22}")
+            elif cell["unit"] == "ms":
+                cells.append(f"{cell['value']:>19,.1f} ms")
+            else:
+                cells.append(f"{cell['value']:>9,.0f} /s {cell['cpu_s_per_m_rows']:>5.1f} cpu")
+        ratio = ""
+        if "staticmq" in by and "kafka" in by and by["kafka"]["value"]:
+            ratio = f"{by['staticmq']['value'] / by['kafka']['value']:.2f}x"
+        lines.append(f"{figure:<12} {case:<44}" + "".join(cells) + f"{ratio:>16}")
+    lines.append(
+        "rows/s and CPU-seconds per million rows (all processes of the system + client); latency: lower is better"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="200,000 rows per figure and 10 s of latency probes")
+    parser.add_argument("--rows", type=int, help="rows per figure (default 1,000,000; 200,000 with --quick)")
+    parser.add_argument(
+        "--latency-s", type=float, help="seconds of latency probes per system (default 30; 10 with --quick)"
+    )
+    parser.add_argument("--json", metavar="FILE", help="write every figure to FILE as a JSON list")
+    args = parser.parse_args(argv)
+    args.rows = max(
+        clients.BATCH, (args.rows or (200_000 if args.quick else 1_000_000)) // clients.BATCH * clients.BATCH
+    )
+    args.latency_s = args.latency_s or (10.0 if args.quick else 30.0)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    started = datetime.now(UTC)
+    log(f"{args.rows:,} rows per figure; {platform.node()}, {os.cpu_count()} cores, {started:%Y-%m-%d %H:%M} UTC")
+    figures = Figures()
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+        run_all(args, tmp, figures)
+    print(table(figures.records))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures.records, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
