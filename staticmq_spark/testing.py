@@ -61,6 +61,7 @@ class LocalCluster:
         broker_timeout_ms: int = 3000,
         config_file: str | Path | None = None,
         startup_timeout_s: float = 60.0,
+        insecure: bool = False,
     ) -> None:
         if brokers < 1:
             raise InvalidOptionError(f"a cluster needs at least one broker, got {brokers}")
@@ -75,6 +76,7 @@ class LocalCluster:
         self._broker_timeout_ms = broker_timeout_ms
         self._config_file = Path(config_file) if config_file else None
         self._startup_timeout_s = startup_timeout_s
+        self._insecure = ["--insecure"] if insecure else []  # a non-loopback host (see cli/exposure.py)
         self._namesrv = ProcessHandle("namesrv", namesrv_port)
         self._brokers: dict[str, ProcessHandle] = {}
 
@@ -223,6 +225,7 @@ class LocalCluster:
             str(self._namesrv.port),
             "--broker-timeout-ms",
             str(self._broker_timeout_ms),
+            *self._insecure,
         ]
 
     def _broker_args(self, handle: ProcessHandle) -> list[str]:
@@ -244,6 +247,7 @@ class LocalCluster:
             self._flush,
             "--heartbeat-ms",
             str(self._heartbeat_ms),
+            *self._insecure,
         ]
         if self._config_file is not None:
             args += ["--config", str(self._config_file)]

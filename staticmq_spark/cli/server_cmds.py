@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from staticmq_spark.cli.exposure import check_exposure
 from staticmq_spark.cli.namesrv import add_namesrv
 from staticmq_spark.errors import InvalidOptionError
 
@@ -28,6 +29,11 @@ def register(sub: Any) -> None:
     p.add_argument("--config", type=Path, help="TOML file: [cluster], [namesrv], [broker] and [store] settings")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
     p.add_argument("--ready-file", type=Path, help="write the cluster's addresses and pids here once serving")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
+    )
     p.set_defaults(handler=cmd_cluster)
 
     p = sub.add_parser("namesrv", help="run one name server")
@@ -35,6 +41,11 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, default=9876, help="port to serve on (default 9876; 0: any free)")
     p.add_argument("--broker-timeout-ms", type=int, default=10_000, help="expire a broker silent this long")
     p.add_argument("--ready-file", type=Path, help="write the address here once serving")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
+    )
     p.set_defaults(handler=cmd_namesrv)
 
     p = sub.add_parser("broker", help="run one broker")
@@ -49,6 +60,11 @@ def register(sub: Any) -> None:
     p.add_argument("--config", type=Path, help="TOML file with [broker] and [store] settings")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
     p.add_argument("--ready-file", type=Path, help="write the address here once serving")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
+    )
     p.set_defaults(handler=cmd_broker)
 
 
@@ -87,6 +103,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from broker_stub.broker.server import run_broker
     from broker_stub.config import broker_config_from, load_toml, store_config_from
 
+    check_exposure(args.host, args.insecure, "broker")
     file_cfg = load_toml(args.config) if args.config else {}
     store_values = {**file_cfg.get("store", {}), **parse_sets(args.set)}
     if args.flush:
@@ -105,6 +122,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def cmd_namesrv(args: argparse.Namespace) -> int:
     from broker_stub.namesrv.server import run_namesrv
 
+    check_exposure(args.host, args.insecure, "name server")
     run_namesrv(args.host, args.port, args.broker_timeout_ms, args.ready_file)
     return 0
 
@@ -144,6 +162,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from staticmq_spark.testing import LocalCluster
 
     settings = cluster_settings(args)
+    check_exposure(str(settings["host"]), args.insecure, "cluster")
     store = parse_sets(args.set)
     cluster = LocalCluster(
         brokers=int(settings["brokers"]),
@@ -156,6 +175,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         config_file=args.config,
         broker_timeout_ms=int(settings["broker_timeout_ms"]),
         heartbeat_ms=int(settings["heartbeat_ms"]),
+        insecure=args.insecure,
     )
     stop = threading.Event()
 
