@@ -66,6 +66,7 @@ class BrokerConfig:
     data_dir: Path
     host: str = "127.0.0.1"
     port: int = 0
+    metrics_port: int | None = None  # serve Prometheus /metrics here (0: any free port)
     cluster: str = "DefaultCluster"
     heartbeat_interval_ms: int = 2000
     grpc_workers: int = 64

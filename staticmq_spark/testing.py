@@ -36,6 +36,7 @@ class ProcessHandle:
     port: int
     popen: subprocess.Popen[bytes] | None = None
     addr: str = ""
+    metrics: str | None = None
 
     @property
     def pid(self) -> int:
@@ -62,6 +63,7 @@ class LocalCluster:
         config_file: str | Path | None = None,
         startup_timeout_s: float = 60.0,
         insecure: bool = False,
+        metrics_port: int | None = None,
     ) -> None:
         if brokers < 1:
             raise InvalidOptionError(f"a cluster needs at least one broker, got {brokers}")
@@ -77,6 +79,7 @@ class LocalCluster:
         self._config_file = Path(config_file) if config_file else None
         self._startup_timeout_s = startup_timeout_s
         self._insecure = ["--insecure"] if insecure else []  # a non-loopback host (see cli/exposure.py)
+        self._metrics_port = metrics_port  # name server's; broker-i gets +1+i (0: any free ports)
         self._namesrv = ProcessHandle("namesrv", namesrv_port)
         self._brokers: dict[str, ProcessHandle] = {}
 
@@ -149,8 +152,16 @@ class LocalCluster:
             "namesrvPid": self._namesrv.pid,
             "cluster": self.cluster_name,
             "dataDir": str(self.data_dir),
-            "brokers": {n: {"addr": self._brokers[n].addr, "pid": self._brokers[n].pid} for n in self.broker_names},
+            "brokers": {n: self._broker_info(self._brokers[n]) for n in self.broker_names},
+            **({"namesrvMetrics": self._namesrv.metrics} if self._namesrv.metrics else {}),
         }
+
+    @staticmethod
+    def _broker_info(handle: ProcessHandle) -> dict[str, Any]:
+        info: dict[str, Any] = {"addr": handle.addr, "pid": handle.pid}
+        if handle.metrics:
+            info["metrics"] = handle.metrics
+        return info
 
     # ------------------------------------------------------------------ fault injection
 
@@ -226,6 +237,7 @@ class LocalCluster:
             "--broker-timeout-ms",
             str(self._broker_timeout_ms),
             *self._insecure,
+            *self._metrics_args(0),
         ]
 
     def _broker_args(self, handle: ProcessHandle) -> list[str]:
@@ -248,12 +260,18 @@ class LocalCluster:
             "--heartbeat-ms",
             str(self._heartbeat_ms),
             *self._insecure,
+            *self._metrics_args(1 + _broker_index(handle.name)),
         ]
         if self._config_file is not None:
             args += ["--config", str(self._config_file)]
         for key, value in self._store.items():
             args += ["--set", f"{key}={value}"]
         return args
+
+    def _metrics_args(self, offset: int) -> list[str]:
+        if self._metrics_port is None:
+            return []
+        return ["--metrics-port", str(self._metrics_port + offset if self._metrics_port else 0)]
 
     def _ready_path(self, handle: ProcessHandle) -> Path:
         return self.data_dir / "run" / f"{handle.name}.ready"
@@ -281,6 +299,7 @@ class LocalCluster:
                 if ready.exists():
                     info = json.loads(ready.read_text())
                     handle.addr = info["addr"]
+                    handle.metrics = info.get("metrics")
                     handle.port = int(handle.addr.rsplit(":", 1)[1])
                     pending.remove(handle)
                 elif not handle.alive:

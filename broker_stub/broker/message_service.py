@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from broker_stub import metrics
 from broker_stub.broker.long_poll import ArrivalNotifier
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.config import BrokerConfig
@@ -109,6 +110,8 @@ class MessageService:
         if not validated:
             validate_batch(batch, self._config.store.max_message_bytes)
         result = self._store.append(topic, queue_id, batch, idempotency_key, durable=durable)
+        if not result.duplicate:
+            metrics.record_in(topic, result.count, len(batch.data))
         logic = -1 if delta is None else result.base_offset + delta
         return SendOutcome(
             queue_id, logic, result.count, result.base_offset, result.store_timestamp, result.duplicate, result.end_pos
@@ -134,6 +137,7 @@ class MessageService:
         max_messages = min(query.max_messages, MAX_PULL_MESSAGES)
         result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes)
         if result.status is not ReadStatus.NO_NEW_MESSAGE or query.wait_ms <= 0:
+            metrics.record_out(query.topic, result.count, len(result.data))
             return result
         deadline = time.monotonic() + min(query.wait_ms, self._config.max_long_poll_ms) / 1000
         while result.status is ReadStatus.NO_NEW_MESSAGE:
@@ -147,6 +151,7 @@ class MessageService:
                 lambda: self._store.offsets(query.topic, query.queue_id)[1] <= query.offset,
             )
             result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes)
+        metrics.record_out(query.topic, result.count, len(result.data))
         return result
 
     # ------------------------------------------------------------------ offsets

@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 
 from broker_stub.grpc_server import start_server, wait_for_termination, write_ready_file
+from broker_stub.metrics import MetricsInterceptor, serve_metrics
 from broker_stub.namesrv.route_registry import RouteRegistry
 from broker_stub.rpc_errors import rpc_method
 from staticmq_spark.errors import InvalidArgumentError
@@ -47,10 +48,14 @@ class NameServerServicer(pb_grpc.NameServerServicer):
         return self.registry.cluster_info()
 
 
-def run_namesrv(host: str, port: int, broker_timeout_ms: int, ready_file: Path | None = None) -> None:
+def run_namesrv(
+    host: str, port: int, broker_timeout_ms: int, ready_file: Path | None = None, metrics_port: int | None = None
+) -> None:
     registry = RouteRegistry(broker_timeout_ms / 1000)
     servicer = NameServerServicer(registry)
-    server, bound = start_server(host, port, 16, lambda s: pb_grpc.add_NameServerServicer_to_server(servicer, s))
+    register = lambda s: pb_grpc.add_NameServerServicer_to_server(servicer, s)  # noqa: E731
+    server, bound = start_server(host, port, 16, register, [MetricsInterceptor()])
+    metrics_addr = serve_metrics(host, metrics_port)
     stop = threading.Event()
 
     def expire_loop() -> None:
@@ -60,7 +65,7 @@ def run_namesrv(host: str, port: int, broker_timeout_ms: int, ready_file: Path |
     threading.Thread(target=expire_loop, name="broker-expiry", daemon=True).start()
     addr = f"{host}:{bound}"
     log.info("name server serving at %s (broker timeout %d ms)", addr, broker_timeout_ms)
-    write_ready_file(ready_file, {"addr": addr})
+    write_ready_file(ready_file, {"addr": addr, "metrics": metrics_addr})
     try:
         wait_for_termination()
     finally:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from broker_stub.metrics import FLUSH_SECONDS
 from broker_stub.store.atomic_file import fsync_dir, pwrite_all
 from broker_stub.store.record import HEADER_SIZE, RecordError, RecordHeader, decode_header, parse_record
 from broker_stub.store.retired_fds import RetiredFds
@@ -226,7 +227,8 @@ class CommitLog:
             dirty, self._unsynced = self._unsynced, set()
         for seg in dirty:
             try:
-                os.fsync(seg.fd)
+                with FLUSH_SECONDS.time():
+                    os.fsync(seg.fd)
             except OSError:
                 if seg in self._segments:
                     raise

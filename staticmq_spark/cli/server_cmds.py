@@ -34,6 +34,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="Prometheus metrics at http://HOST:PORT/metrics for the name server and PORT+1+i for broker-i "
+        "(0: any free ports; default: none)",
+    )
     p.set_defaults(handler=cmd_cluster)
 
     p = sub.add_parser("namesrv", help="run one name server")
@@ -45,6 +52,12 @@ def register(sub: Any) -> None:
         "--insecure",
         action="store_true",
         help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port; default: none)",
     )
     p.set_defaults(handler=cmd_namesrv)
 
@@ -64,6 +77,12 @@ def register(sub: Any) -> None:
         "--insecure",
         action="store_true",
         help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port; default: none)",
     )
     p.set_defaults(handler=cmd_broker)
 
@@ -110,6 +129,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         store_values["flush"] = args.flush
     broker_values = dict(file_cfg.get("broker", {}))
     broker_values.update(name=args.name, namesrv=args.namesrv, data_dir=args.data_dir, host=args.host, port=args.port)
+    broker_values["metrics_port"] = args.metrics_port
     if args.cluster:
         broker_values["cluster"] = args.cluster
     if args.heartbeat_ms:
@@ -123,7 +143,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     from broker_stub.namesrv.server import run_namesrv
 
     check_exposure(args.host, args.insecure, "name server")
-    run_namesrv(args.host, args.port, args.broker_timeout_ms, args.ready_file)
+    run_namesrv(args.host, args.port, args.broker_timeout_ms, args.ready_file, args.metrics_port)
     return 0
 
 
@@ -176,6 +196,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         broker_timeout_ms=int(settings["broker_timeout_ms"]),
         heartbeat_ms=int(settings["heartbeat_ms"]),
         insecure=args.insecure,
+        metrics_port=args.metrics_port,
     )
     stop = threading.Event()
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from broker_stub import metrics
 from broker_stub.broker.peers import Peers
 from broker_stub.broker.static_topic_service import StaticTopicService
 from broker_stub.broker.topic_service import TopicService
@@ -107,6 +108,7 @@ class PopSources:
                 return out.next_offset
             return None
         r = self._store.read(target.topic, target.queue_id, offset, max_messages, max_bytes)
+        metrics.record_out(target.topic, r.count, len(r.data))
         if r.status is ReadStatus.FOUND and r.sizes is not None and r.store_timestamps is not None:
             return QueueRead(
                 PackedBatch(r.data, r.sizes), r.store_timestamps, r.base_offset, 0, "", target.queue_id, r.next_offset
