@@ -22,6 +22,7 @@
     ├── NotLeaderError (retriable)       the broker does not lead that logic queue (stale route)
     ├── QueueUnavailableError (retriable) a logic queue whose broker is down
     ├── BrokerUnavailableError (retriable) a broker or name server that cannot be reached
+    │   └── NameServerUnreachableError   (not retriable) a name server address that never answered
     ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
     └── InternalError                    a fault inside the broker (a bug: reported, never hidden)
 
@@ -140,6 +141,14 @@ class BrokerUnavailableError(StaticMQError):
     code = "BROKER_UNAVAILABLE"
     grpc_status = "UNAVAILABLE"
     retriable = True
+
+
+class NameServerUnreachableError(BrokerUnavailableError):
+    """No name server of the address list has ever answered this process: most likely a wrong
+    address, so retrying for minutes would only hide the mistake."""
+
+    code = "NAMESRV_UNREACHABLE"
+    retriable = False
 
 
 class LockHeldError(StaticMQError):

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from staticmq_spark.client.rpc import Channels, invoke
-from staticmq_spark.errors import BrokerUnavailableError, StaticMQError, TopicNotFoundError
+from staticmq_spark.errors import (
+    BrokerUnavailableError,
+    NameServerUnreachableError,
+    StaticMQError,
+    TopicNotFoundError,
+)
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.topic import PERM_READ, PERM_WRITE
@@ -96,6 +101,11 @@ def _static_view(route: pb.TopicRoute, brokers: dict[str, str], order: str) -> T
     return TopicRouteView(route.topic, True, total, order, as_tuple, as_tuple, brokers)
 
 
+# Name-server addresses that answered this process at least once. One that never did fails fast
+# (NameServerUnreachableError, not retriable); one that answered before and went away is retried.
+_ANSWERED: set[str] = set()
+
+
 class RouteCache:
     """Routes per topic, refreshed after `ttl_s` or on demand (stale route, failed send)."""
 
@@ -132,8 +142,16 @@ class RouteCache:
         last: StaticMQError | None = None
         for addr in self.namesrv_addrs:
             try:
-                return call(self._channels.namesrv(addr))
+                answer = call(self._channels.namesrv(addr))
             except BrokerUnavailableError as exc:
                 last = BrokerUnavailableError(f"name server {addr} is unavailable: {exc.message}")
+            else:
+                _ANSWERED.add(addr)
+                return answer
+        if not _ANSWERED.intersection(self.namesrv_addrs):
+            raise NameServerUnreachableError(
+                f"no name server at {';'.join(self.namesrv_addrs)} has answered: check the address "
+                f"(-n / NAMESRV_ADDR / the namesrv option); last error: {last.message if last else 'none'}"
+            )
         assert last is not None
         raise last
