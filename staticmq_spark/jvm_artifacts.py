@@ -35,6 +35,8 @@ MARKER = "bundle.json"
 class ArtifactFetchError(StaticMQError):
     """Maven could not fetch a bundle (no `mvn`, no network, or an artifact that does not exist)."""
 
+    code = "ARTIFACT_FETCH"
+
 
 def cache_root() -> Path:
     configured = os.environ.get("STATICMQ_CACHE")

@@ -43,23 +43,31 @@ def lock_data_dir(data_dir: Path) -> None:
 def claim_data_dir(data_dir: Path, broker_name: str) -> None:
     """Create or check `data_dir` for `broker_name`; refuse a directory of another broker."""
     data_dir.mkdir(parents=True, exist_ok=True)
+    _check_owner(data_dir, broker_name)  # another broker's directory is refused, in use or not
     lock_data_dir(data_dir)
+    if _check_owner(data_dir, broker_name):  # again under the lock: a fresh directory is claimed once
+        return
+    if any(p.name not in (IDENTITY_FILE, LOCK_FILE) for p in data_dir.iterdir()):
+        raise DataDirError(
+            f"{data_dir} is not empty and has no {IDENTITY_FILE}: it is not a staticmq broker "
+            "data directory; refusing to use it"
+        )
+    atomic_write_json(data_dir / IDENTITY_FILE, {"broker": broker_name, "created": int(time.time() * 1000)})
+
+
+def _check_owner(data_dir: Path, broker_name: str) -> bool:
+    """True if `data_dir` is `broker_name`'s, False if it is unclaimed; raises if it is another's."""
     path = data_dir / IDENTITY_FILE
     try:
         found = read_json(path)
     except ValueError as exc:
         raise DataDirError(f"{path} is not valid JSON ({exc}); refusing to use {data_dir}") from None
     if found is None:
-        if any(p.name not in (IDENTITY_FILE, LOCK_FILE) for p in data_dir.iterdir()):
-            raise DataDirError(
-                f"{data_dir} is not empty and has no {IDENTITY_FILE}: it is not a staticmq broker "
-                "data directory; refusing to use it"
-            )
-        atomic_write_json(path, {"broker": broker_name, "created": int(time.time() * 1000)})
-        return
+        return False
     owner = found.get("broker") if isinstance(found, dict) else None
     if owner != broker_name:
         raise DataDirError(
             f"{data_dir} belongs to broker {owner!r}, not {broker_name!r}; "
             "start that broker on it, or give this one its own directory"
         )
+    return True
