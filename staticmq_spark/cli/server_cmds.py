@@ -29,16 +29,9 @@ def register(sub: Any) -> None:
     p.add_argument("--config", type=Path, help="TOML file: [cluster], [namesrv], [broker] and [store] settings")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
     p.add_argument("--ready-file", type=Path, help="write the cluster's addresses and pids here once serving")
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
-    )
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="Prometheus metrics at http://HOST:PORT/metrics for the name server and PORT+1+i for broker-i "
+    add_exposure_flags(
+        p,
+        metrics_help="Prometheus metrics at http://HOST:PORT/metrics for the name server and PORT+1+i for broker-i "
         "(0: any free ports; default: none)",
     )
     p.set_defaults(handler=cmd_cluster)
@@ -48,17 +41,7 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, default=9876, help="port to serve on (default 9876; 0: any free)")
     p.add_argument("--broker-timeout-ms", type=int, default=10_000, help="expire a broker silent this long")
     p.add_argument("--ready-file", type=Path, help="write the address here once serving")
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
-    )
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port; default: none)",
-    )
+    add_exposure_flags(p)
     p.set_defaults(handler=cmd_namesrv)
 
     p = sub.add_parser("broker", help="run one broker")
@@ -73,18 +56,20 @@ def register(sub: Any) -> None:
     p.add_argument("--config", type=Path, help="TOML file with [broker] and [store] settings")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
     p.add_argument("--ready-file", type=Path, help="write the address here once serving")
+    add_exposure_flags(p)
+    p.set_defaults(handler=cmd_broker)
+
+
+def add_exposure_flags(
+    p: Any, metrics_help: str = "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port; default: none)"
+) -> None:
+    """--insecure and --metrics-port: what a server process exposes beyond its gRPC port."""
     p.add_argument(
         "--insecure",
         action="store_true",
         help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
     )
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port; default: none)",
-    )
-    p.set_defaults(handler=cmd_broker)
+    p.add_argument("--metrics-port", type=int, default=None, help=metrics_help)
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import deltalake
@@ -19,7 +18,7 @@ from staticmq_spark import configure_spark
 from staticmq_spark.client import Admin
 from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentMerge, table_version
 from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
-from tests.spark.helpers import BackgroundProducer, merge, new_topic, produce, wait_until
+from tests.spark.helpers import BackgroundProducer, by_queue, merge, new_topic, produce, wait_until
 
 pytestmark = pytest.mark.spark
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -41,13 +40,6 @@ def test_configure_spark_keeps_jars_the_caller_set() -> None:
     builder = SparkSession.builder.config("spark.jars", "/opt/extra.jar")
     configured = configure_spark(builder, delta=True)
     assert configured._options["spark.jars"].startswith("/opt/extra.jar,")
-
-
-def _bronze_rows_by_queue(rows: list) -> dict[int, list[bytes]]:  # type: ignore[type-arg]
-    out: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
-    for r in rows:
-        out[r["queueId"]].append((r["queueOffset"], bytes(r["value"])))
-    return {q: [b for _, b in sorted(v)] for q, v in out.items()}
 
 
 def test_bronze_keeps_every_message_exactly_once_through_a_driver_kill_and_a_remap(
@@ -77,7 +69,7 @@ def test_bronze_keeps_every_message_exactly_once_through_a_driver_kill_and_a_rem
     assert bronze.columns == list(BRONZE_COLUMNS)
     rows = bronze.collect()
     assert len(rows) == sum(len(v) for v in sent.values()), "every acknowledged message once"
-    assert _bronze_rows_by_queue(rows) == sent
+    assert by_queue(rows) == sent
     assert {r["topic"] for r in rows} == {topic}
     assert all(r["storeTimestamp"] is not None and r["key"] for r in rows)
     assert any(r["queueOffset"] >= 10_000 for r in rows), "rows from after the remap's offset jump"
