@@ -64,14 +64,22 @@ def _run_available_now(spark: SparkSession, namesrv: str, topic: str, checkpoint
     )
 
 
+def _restart_after_recreation(spark: SparkSession, cluster, tmp_path: Path, fail_on_data_loss: str):  # type: ignore[no-untyped-def]
+    """Read 30 messages to the end, delete and re-create the topic with 5 new messages, then start
+    the query again from its checkpoint; returns the restarted query."""
+    topic = new_topic(cluster.namesrv, 1)
+    produce(cluster.namesrv, topic, 30)
+    name = f"went_back_{fail_on_data_loss}"
+    checkpoint = tmp_path / "ck"
+    _run_available_now(spark, cluster.namesrv, topic, checkpoint, f"{name}_1", fail_on_data_loss).awaitTermination(120)
+    _recreate_with_new_messages(cluster.namesrv, topic, 5)
+    return _run_available_now(spark, cluster.namesrv, topic, checkpoint, f"{name}_2", fail_on_data_loss)
+
+
 def test_offsets_that_went_back_fail_the_query_naming_queue_and_both_offsets(
     spark: SparkSession, cluster, tmp_path: Path
 ) -> None:
-    topic = new_topic(cluster.namesrv, 1)
-    produce(cluster.namesrv, topic, 30)
-    _run_available_now(spark, cluster.namesrv, topic, tmp_path / "ck", "went_back_1", "true").awaitTermination(120)
-    _recreate_with_new_messages(cluster.namesrv, topic, 5)
-    query = _run_available_now(spark, cluster.namesrv, topic, tmp_path / "ck", "went_back_2", "true")
+    query = _restart_after_recreation(spark, cluster, tmp_path, "true")
     with pytest.raises(
         PySparkException, match=r"logic queue 0: the query is at logic offset 30 but .* max offset is now 5"
     ):
@@ -81,11 +89,7 @@ def test_offsets_that_went_back_fail_the_query_naming_queue_and_both_offsets(
 def test_offsets_that_went_back_restart_from_earliest_without_failOnDataLoss(
     spark: SparkSession, cluster, tmp_path: Path
 ) -> None:
-    topic = new_topic(cluster.namesrv, 1)
-    produce(cluster.namesrv, topic, 30)
-    _run_available_now(spark, cluster.namesrv, topic, tmp_path / "ck", "lenient_1", "false").awaitTermination(120)
-    _recreate_with_new_messages(cluster.namesrv, topic, 5)
-    query = _run_available_now(spark, cluster.namesrv, topic, tmp_path / "ck", "lenient_2", "false")
+    query = _restart_after_recreation(spark, cluster, tmp_path, "false")
     query.awaitTermination(120)
     assert query.exception() is None, query.exception()
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
