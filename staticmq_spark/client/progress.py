@@ -17,7 +17,7 @@ from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
 if TYPE_CHECKING:
     from staticmq_spark.client.admin import Admin
-    from staticmq_spark.client.static_admin import BrokerState
+    from staticmq_spark.cluster.state import BrokerState
     from staticmq_spark.mapping import Chain
 
 Commits = dict[tuple[str, str, int], pb.ConsumerOffsetEntry]  # (broker, topic, physical queue)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from staticmq_spark.cluster.state import BrokerState
 from staticmq_spark.errors import (
     InconsistentTopicError,
     InvalidArgumentError,
@@ -42,20 +43,6 @@ from staticmq_spark.protocol.topic import TopicConfig
 
 if TYPE_CHECKING:
     from staticmq_spark.client.admin import Admin
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerState:
-    name: str
-    addr: str
-    mapping: TopicQueueMapping | None
-    foreign_bname: str
-    config: TopicConfig | None
-    physical: dict[int, pb.QueueOffsets]
-
-    @property
-    def physical_count(self) -> int:
-        return self.config.write_queues if self.config is not None and self.config.is_static else 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from pyspark.sql.types import (
 from staticmq_spark.errors import InvalidOptionError
 
 SINK_OPTIONS = {
-    "namesrv": "HOST:PORT of the name server(s), ';'-separated",
+    "namesrv": "HOST:PORT of the name server(s), ';'-separated; rocketmq://HOST:PORT[;HOST:PORT] for Apache RocketMQ",
     "topic": "the static topic to write",
     "orderstrategy": "strict (a keyed row waits for its queue) or best-tried (default: the topic's, else best-tried)",
     "sendtimeoutms": "positive integer: how long a row keeps trying its queue (strict) before the task fails",

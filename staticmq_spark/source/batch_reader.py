@@ -7,9 +7,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader
 
-from staticmq_spark.client.admin import Admin
-from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.retry import with_retries
+from staticmq_spark.cluster import open_cluster
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import SourceOptions
@@ -24,11 +23,13 @@ class StaticMQBatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueuePartition]:
         def plan() -> list[QueuePartition]:
-            with Admin(self.opts.namesrv, wait_for_ready=False) as admin:
-                consumer = PullConsumer(self.opts.namesrv, channels=admin.channels)
-                snap = take_snapshot(admin, self.opts.topic)
-                starts = resolve_offsets(snap, self.opts.starting, consumer, "startingOffsets")
-                ends = resolve_offsets(snap, self.opts.ending, consumer, "endingOffsets")
+            access = open_cluster(self.opts.namesrv)
+            try:
+                snap = take_snapshot(access, self.opts.topic)
+                starts = resolve_offsets(snap, self.opts.starting, access, "startingOffsets")
+                ends = resolve_offsets(snap, self.opts.ending, access, "endingOffsets")
+            finally:
+                access.close()
             backwards = {q: (starts[q], ends[q]) for q in starts if ends[q] < starts[q]}
             if backwards:
                 raise InvalidOptionError(

@@ -9,94 +9,62 @@ import threading
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 
-from staticmq_spark.client.rpc import Channels, invoke
-from staticmq_spark.errors import BrokerUnavailableError, DataLossError, StaticMQError
-from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.cluster import ClusterAccess, PullStatus, open_cluster
+from staticmq_spark.errors import DataLossError
 from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
 
 log = logging.getLogger(__name__)
-_READERS: dict[str, PhysicalReader] = {}
+_READERS: dict[str, ClusterAccess] = {}
 _READERS_LOCK = threading.Lock()
 
 
-class PhysicalReader:
-    """Pulls physical queues of any broker; retries brokers that are down or restarting."""
-
-    def __init__(self, namesrv: str) -> None:
-        self._namesrv = [a.strip() for a in namesrv.split(";") if a.strip()]
-        self._channels = Channels()
-        self._addrs: dict[str, str] = {}
-
-    def _addr(self, seg: SegmentRef, refresh: bool) -> str:
-        if refresh or seg.bname not in self._addrs:
-            for ns in self._namesrv:
-                try:
-                    info = invoke("name server", self._channels.namesrv(ns).GetClusterInfo, pb.Empty(), 5)
-                except StaticMQError:
-                    continue
-                self._addrs.update({b.name: b.addr for b in info.brokers})
-                break
-        return self._addrs.get(seg.bname, seg.addr)
-
-    def pull(
-        self, topic: str, seg: SegmentRef, offset: int, max_messages: int, retry_timeout_s: float
-    ) -> pb.PullResponse:
-        request = pb.PullRequest(
-            topic=topic, queue_id=seg.queue, offset=offset, max_messages=max_messages, physical=True
-        )
-        deadline = time.monotonic() + retry_timeout_s
-        attempt = 0
-        while True:
-            addr = self._addr(seg, refresh=attempt > 0)
-            try:
-                return invoke(seg.bname, self._channels.broker(addr).Pull, request, 30, wait_for_ready=False)
-            except StaticMQError as exc:
-                if not exc.retriable or time.monotonic() > deadline:
-                    raise BrokerUnavailableError(
-                        f"reading {topic} queue {seg.queue} on {seg.bname} failed after {attempt + 1} attempt(s): "
-                        f"{exc.message}"
-                    ) from None
-                attempt += 1
-                log.warning("pull from %s failed (%s); retrying", seg.bname, exc.message)
-                time.sleep(min(2.0, 0.1 * 2**attempt))
-
-
-def physical_reader(namesrv: str) -> PhysicalReader:
+def cluster_for(namesrv: str) -> ClusterAccess:
+    """One cluster-access object per Python worker and address (read() gets only the partition)."""
     with _READERS_LOCK:
-        reader = _READERS.get(namesrv)
-        if reader is None:
-            reader = _READERS[namesrv] = PhysicalReader(namesrv)
-        return reader
+        access = _READERS.get(namesrv)
+        if access is None:
+            access = _READERS[namesrv] = open_cluster(namesrv)
+        return access
 
 
 def read_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:
     s = p.settings
-    reader = physical_reader(s.namesrv)
+    access = cluster_for(s.namesrv)
     schema = arrow_schema(s.include_properties)
     for seg in p.segments:
         offset = seg.physical_start
         while offset < seg.physical_end:
             want = min(s.pull_batch_size, seg.physical_end - offset)
-            resp = reader.pull(s.topic, seg, offset, want, s.retry_timeout_ms / 1000)
-            if resp.status == pb.FOUND:
-                if resp.base_offset > offset:
-                    _data_loss(p, seg, offset, resp.base_offset)
+            got = access.pull_physical(
+                s.topic, seg.bname, seg.addr, seg.queue, offset, want, s.retry_timeout_ms / 1000, s.include_properties
+            )
+            if got.status is PullStatus.FOUND and got.messages is not None:
+                first = int(got.messages.queue_offsets[0])
+                if first > offset:
+                    _data_loss(p, seg, offset, first)
+                keep = int(np.searchsorted(got.messages.queue_offsets, seg.physical_end))
                 yield to_spark_batch(
-                    resp,
+                    got.messages,
                     topic=s.topic,
                     logic_queue=p.queue,
                     offset_delta=seg.offset_delta,
                     bname=seg.bname,
                     schema=schema,
                     include_properties=s.include_properties,
+                    limit=keep,
                 )
-                offset = resp.next_offset
-            elif resp.status == pb.OFFSET_MOVED and resp.next_offset > offset:
-                _data_loss(p, seg, offset, min(resp.next_offset, seg.physical_end))
-                offset = resp.next_offset
+                offset = max(got.next_offset, offset + 1) if keep == got.messages.count else seg.physical_end
+            elif got.status is PullStatus.RETRY_AT_NEXT:  # a message being removed, or a hole: go on
+                if got.next_offset <= offset:
+                    time.sleep(0.05)
+                offset = max(offset, got.next_offset)
+            elif got.status is PullStatus.OFFSET_MOVED and got.next_offset > offset:
+                _data_loss(p, seg, offset, min(got.next_offset, seg.physical_end))
+                offset = got.next_offset
             else:  # the planned messages are not there (the broker lost unflushed data)
                 _data_loss(p, seg, offset, seg.physical_end)
                 break

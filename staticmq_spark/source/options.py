@@ -9,14 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.cluster.address import parse_address
+from staticmq_spark.errors import InvalidArgumentError, InvalidOptionError
+from staticmq_spark.protocol.names import validate_group
 
 EARLIEST = -2
 LATEST = -1
 
 # accepted option -> what it takes (used in error messages)
 SOURCE_OPTIONS = {
-    "namesrv": "HOST:PORT of the name server(s), ';'-separated",
+    "namesrv": "HOST:PORT of the name server(s), ';'-separated; rocketmq://HOST:PORT[;HOST:PORT] for Apache RocketMQ",
     "topic": "the static topic to read",
     "startingoffsets": 'earliest, latest, or JSON {"topic": {"0": 42, "1": -2}} (-2 earliest, -1 latest)',
     "startingtimestamp": "ms since epoch: start every logic queue at the first message stored at or after it",
@@ -95,7 +97,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
             f"minMessagesPerTrigger ({min_rows}) is larger than maxMessagesPerTrigger ({max_rows})"
         )
     return SourceOptions(
-        namesrv=opts["namesrv"],
+        namesrv=str(parse_address(opts["namesrv"])),
         topic=topic,
         starting=starting,
         ending=ending,
@@ -105,7 +107,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         max_trigger_delay_ms=_duration_ms(opts.get("maxtriggerdelay", "15m")),
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         include_properties=_bool(opts, "includeproperties", True),
-        group=opts.get("group", ""),
+        group=_group(opts.get("group", "")),
         pull_batch_size=_positive(opts, "pullbatchsize") or 10_000,
         retry_timeout_ms=_positive(opts, "retrytimeoutms") or 120_000,
     )
@@ -187,3 +189,12 @@ def _duration_ms(value: str) -> int:
     if not match:
         raise InvalidOptionError(f"option 'maxTriggerDelay' must be a duration like 30s, 5m or 1500ms, got {value!r}")
     return int(match.group(1)) * _UNIT_MS[(match.group(2) or "ms").lower()]
+
+
+def _group(name: str) -> str:
+    if not name:
+        return ""
+    try:
+        return validate_group(name)
+    except InvalidArgumentError as exc:
+        raise InvalidOptionError(f"option 'group': {exc.message}") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.cluster import ClusterAccess
 from staticmq_spark.errors import DataLossError, InvalidOptionError, QueueUnavailableError
 from staticmq_spark.source.options import EARLIEST, LATEST, SourceOptions, StartSpec
 from staticmq_spark.source.partition import QueuePartition, ReadSettings, SegmentRef
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def resolve_offsets(
-    snap: TopicSnapshot, spec: StartSpec, consumer: PullConsumer, option: str = "startingOffsets"
+    snap: TopicSnapshot, spec: StartSpec, access: ClusterAccess, option: str = "startingOffsets"
 ) -> dict[int, int]:
     """Concrete logic offsets for every queue from earliest / latest / JSON / timestamps;
     `option` names the option they came from in errors."""
@@ -25,7 +25,7 @@ def resolve_offsets(
     if spec.kind == "latest":
         return snap.latest()
     if spec.kind == "timestamp":
-        return {q: consumer.offset_for_timestamp(snap.topic, q, spec.timestamp) for q in queues}
+        return {q: access.offset_for_timestamp(snap.topic, q, spec.timestamp) for q in queues}
     given = spec.offsets_dict()
     missing = sorted(set(queues) - set(given))
     extra = sorted(set(given) - set(queues))
@@ -35,7 +35,7 @@ def resolve_offsets(
             f"logic queues (missing {missing}, unknown {extra})"
         )
     if spec.kind == "timestamps":
-        return {q: consumer.offset_for_timestamp(snap.topic, q, ts) for q, ts in given.items()}
+        return {q: access.offset_for_timestamp(snap.topic, q, ts) for q, ts in given.items()}
     out = {}
     for q, offset in given.items():
         bounds = snap.bounds[q]

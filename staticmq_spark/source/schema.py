@@ -15,9 +15,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.row_decode import decode_batch
+from staticmq_spark.cluster.messages import MessageColumns
 
 
 def spark_schema(include_properties: bool) -> StructType:
@@ -60,7 +58,7 @@ def _timestamps(ms: np.ndarray) -> pa.Array:
 
 
 def to_spark_batch(
-    response: pb.PullResponse,
+    messages: MessageColumns,
     *,
     topic: str,
     logic_queue: int,
@@ -68,13 +66,15 @@ def to_spark_batch(
     bname: str,
     schema: pa.Schema,
     include_properties: bool,
+    limit: int | None = None,
 ) -> pa.RecordBatch:
-    """A physical pull answer as one Arrow batch in the source schema (vectorized, no row loop)."""
-    packed = PackedBatch.from_wire(response.batch.data, response.batch.sizes)
-    decoded = decode_batch(packed, properties=include_properties)
-    n = packed.count
-    physical = response.base_offset + np.arange(n, dtype=np.int64)
-    stamps = np.frombuffer(response.store_timestamps, dtype="<i8", count=n)
+    """Pulled columns as one Arrow batch in the source schema (vectorized, no row loop); `limit`
+    keeps the first rows only (a backend may answer past the planned end of a segment)."""
+    decoded = messages.columns
+    n = messages.count if limit is None else min(limit, messages.count)
+    if n < messages.count:
+        decoded = decoded.slice(0, n)
+    physical = messages.queue_offsets[:n]
     columns = [
         constant_strings(topic, n),
         pa.array(np.full(n, logic_queue, dtype=np.int32)),
@@ -87,7 +87,7 @@ def to_spark_batch(
         columns.append(decoded.column("properties"))
     columns += [
         _timestamps(np.asarray(decoded.column("born_timestamp"))),
-        _timestamps(stamps),
+        _timestamps(messages.store_timestamps[:n]),
         constant_strings(bname, n),
         pa.array(physical),
     ]

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticmq_spark.client.admin import Admin
-from staticmq_spark.client.static_admin import BrokerState, is_static_anywhere, logic_bounds
+from staticmq_spark.client.static_admin import is_static_anywhere, logic_bounds
+from staticmq_spark.cluster import BrokerState, ClusterAccess
 from staticmq_spark.errors import InvalidOptionError, QueueUnavailableError, TopicNotFoundError
 from staticmq_spark.mapping import Chain, Segment, SegmentTable, check_consistency
 
@@ -59,8 +59,8 @@ class TopicSnapshot:
         return last.end_offset < 0 or last.logic_end() >= end
 
 
-def take_snapshot(admin: Admin, topic: str) -> TopicSnapshot:
-    states = admin.static.gather(topic)
+def take_snapshot(access: ClusterAccess, topic: str) -> TopicSnapshot:
+    states = access.gather(topic)
     if not is_static_anywhere(states):
         if any(s.config is not None for s in states.values()):
             raise InvalidOptionError(

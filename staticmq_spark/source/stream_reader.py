@@ -24,9 +24,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from staticmq_spark.client.admin import Admin
-from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.retry import with_retries
+from staticmq_spark.cluster import ClusterAccess, open_cluster
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.source import offsets as offset_json
 from staticmq_spark.source.admission import advance, count_rows, share_budget
@@ -43,8 +42,7 @@ log = logging.getLogger(__name__)
 class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.opts = options
-        self._admin: Admin | None = None
-        self._consumer: PullConsumer | None = None
+        self._access: ClusterAccess | None = None
         self._initial: dict[int, int] | None = None
         self._target: dict[int, int] | None = None
         self._latest: dict[int, int] | None = None
@@ -53,21 +51,21 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_admin"] = None
-        state["_consumer"] = None
+        state["_access"] = None
         return state
 
     # ------------------------------------------------------------------ clients
 
-    def _clients(self) -> tuple[Admin, PullConsumer]:
-        if self._admin is None or self._consumer is None:
-            self._admin = Admin(self.opts.namesrv, wait_for_ready=False)
-            self._consumer = PullConsumer(self.opts.namesrv, group=self.opts.group, channels=self._admin.channels)
-        return self._admin, self._consumer
+    def _cluster(self) -> ClusterAccess:
+        if self._access is None:
+            self._access = open_cluster(self.opts.namesrv)
+        return self._access
 
     def _snapshot(self) -> TopicSnapshot:
-        admin, _ = self._clients()
-        return with_retries("reading the topic's state", lambda: take_snapshot(admin, self.opts.topic), self._timeout_s)
+        access = self._cluster()
+        return with_retries(
+            "reading the topic's state", lambda: take_snapshot(access, self.opts.topic), self._timeout_s
+        )
 
     @property
     def _timeout_s(self) -> float:
@@ -78,8 +76,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict[str, Any]:
         if self._initial is None:
             snap = self._snapshot()
-            _, consumer = self._clients()
-            self._initial = resolve_offsets(snap, self.opts.starting, consumer)
+            self._initial = resolve_offsets(snap, self.opts.starting, self._cluster())
             log.info("staticmq source %s starts at %s", self.opts.topic, self._initial)
         return offset_json.to_json(self.opts.topic, self._initial)
 
@@ -147,7 +144,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueuePartition]:
         def plan() -> list[QueuePartition]:
-            snap = take_snapshot(self._clients()[0], self.opts.topic)
+            snap = take_snapshot(self._cluster(), self.opts.topic)
             ends = offset_json.from_json(end, self.opts.topic, snap.total_queues)
             carried = offset_json.initial_of(end)
             begin = carried if carried is not None else offset_json.from_json(start, self.opts.topic, snap.total_queues)
@@ -164,15 +161,14 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         if not self.opts.group:
             return
-        _, consumer = self._clients()
+        access = self._cluster()
         for q, offset in offset_json.from_json(end, self.opts.topic, len(end[self.opts.topic])).items():
             try:
-                consumer.commit(self.opts.topic, q, offset)
+                access.commit_offset(self.opts.group, self.opts.topic, q, offset)
             except StaticMQError as exc:
                 log.warning("committing group %s offset %d of queue %d failed: %s", self.opts.group, offset, q, exc)
 
     def stop(self) -> None:
-        if self._admin is not None:
-            self._admin.close()
-        self._admin = None
-        self._consumer = None
+        if self._access is not None:
+            self._access.close()
+        self._access = None

@@ -1,0 +1,108 @@
+"""The staticmq backend of the cluster-access layer: broker_stub's gRPC protocol."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from staticmq_spark.client.admin import Admin
+from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.client.rpc import invoke
+from staticmq_spark.cluster.access import Capabilities, PhysicalRead
+from staticmq_spark.cluster.address import ClusterAddress
+from staticmq_spark.cluster.messages import MessageColumns
+from staticmq_spark.cluster.state import BrokerState
+from staticmq_spark.cluster.status import PullStatus
+from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
+from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.row_decode import decode_batch
+
+log = logging.getLogger(__name__)
+
+
+class StaticMQAccess:
+    capabilities = Capabilities(two_phase_staging=True, pop=True)
+
+    def __init__(self, address: ClusterAddress) -> None:
+        self.address = address
+        self.admin = Admin(str(address), wait_for_ready=False)
+        self._consumers: dict[str, PullConsumer] = {}
+        self._addrs: dict[str, str] = {}
+
+    def _consumer(self, group: str = "") -> PullConsumer:
+        consumer = self._consumers.get(group)
+        if consumer is None:
+            consumer = self._consumers[group] = PullConsumer(
+                str(self.address), group=group, channels=self.admin.channels
+            )
+        return consumer
+
+    def gather(self, topic: str) -> dict[str, BrokerState]:
+        return self.admin.static.gather(topic)
+
+    def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        return self._consumer().offset_for_timestamp(topic, queue, timestamp_ms)
+
+    def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+        self._consumer(group).commit(topic, queue, offset)
+
+    def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
+        return self._consumer(group).committed(topic, queue)
+
+    def _addr(self, bname: str, planned: str, refresh: bool) -> str:
+        if refresh or bname not in self._addrs:
+            try:
+                self._addrs.update({b.name: b.addr for b in self.admin.cluster_info()})
+            except StaticMQError as exc:
+                log.debug("cluster info unavailable: %s", exc.message)
+        return self._addrs.get(bname, planned)
+
+    def pull_physical(
+        self,
+        topic: str,
+        bname: str,
+        addr: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        retry_timeout_s: float,
+        include_properties: bool = True,
+    ) -> PhysicalRead:
+        request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=max_messages, physical=True)
+        deadline = time.monotonic() + retry_timeout_s
+        attempt = 0
+        while True:
+            target = self._addr(bname, addr, refresh=attempt > 0)
+            try:
+                resp = invoke(bname, self.admin.channels.broker(target).Pull, request, 30, wait_for_ready=False)
+                return _physical_read(resp, include_properties)
+            except StaticMQError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    raise BrokerUnavailableError(
+                        f"reading {topic} queue {queue} on {bname} failed after {attempt + 1} attempt(s): {exc.message}"
+                    ) from None
+                attempt += 1
+                log.warning("pull from %s failed (%s); retrying", bname, exc.message)
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self.admin.close()
+
+
+def _physical_read(resp: pb.PullResponse, include_properties: bool) -> PhysicalRead:
+    status = PullStatus(resp.status)
+    if status is not PullStatus.FOUND:
+        return PhysicalRead(status, resp.next_offset, None)
+    packed = PackedBatch.from_wire(resp.batch.data, resp.batch.sizes)
+    n = packed.count
+    messages = MessageColumns(
+        decode_batch(packed, properties=include_properties),
+        resp.base_offset + np.arange(n, dtype=np.int64),
+        np.frombuffer(resp.store_timestamps, dtype="<i8", count=n).astype(np.int64),
+    )
+    return PhysicalRead(status, resp.next_offset, messages)

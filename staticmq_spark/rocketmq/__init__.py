@@ -1,0 +1,1 @@
+"""Apache RocketMQ 5 over its classic remoting protocol, in pure Python (no JVM on the workers)."""

@@ -1,0 +1,186 @@
+"""The Apache RocketMQ backend of the cluster-access layer (remoting protocol, static topics)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from staticmq_spark.cluster.access import Capabilities, PhysicalRead
+from staticmq_spark.cluster.address import ClusterAddress
+from staticmq_spark.cluster.state import BrokerState
+from staticmq_spark.cluster.status import PullStatus
+from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
+from staticmq_spark.mapping import Chain
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.rocketmq.remoting import RemotingClient, RocketMQError, TopicRoute
+from staticmq_spark.rocketmq.stored_messages import decode_stored
+
+log = logging.getLogger(__name__)
+CREATE_SUBSCRIPTION_GROUP = 200
+SUBSCRIPTION_GROUP_NOT_EXIST = 26
+
+
+class RocketMQAccess:
+    """Reads segments physically (`lo=false`) the way RocketMQ's brokers forward to each other:
+    the driver resolves logic offsets through every broker's TopicQueueMappingDetail."""
+
+    capabilities = Capabilities(two_phase_staging=False, pop=False)
+
+    def __init__(self, address: ClusterAddress, client: RemotingClient | None = None) -> None:
+        self.address = address
+        self.client = client or RemotingClient(address.hosts)
+        self._masters: dict[str, str] = {}
+        self._routes: dict[str, TopicRoute] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-gather")
+
+    # ---------------------------------------------------------------- metadata
+
+    def masters(self, refresh: bool = False) -> dict[str, str]:
+        if refresh or not self._masters:
+            self._masters = self.client.brokers()
+        return self._masters
+
+    def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        with self._lock:
+            route = self._routes.get(topic)
+        if route is None or refresh:
+            route = self.client.route(topic)
+            with self._lock:
+                self._routes[topic] = route
+        return route
+
+    def gather(self, topic: str) -> dict[str, BrokerState]:
+        masters = self.masters(refresh=True)
+        names = sorted(masters)
+        found = [s for s in self._pool.map(lambda n: self._broker_state(topic, n, masters[n]), names) if s]
+        return {s.name: s for s in fence_segments(found)}
+
+    def _broker_state(self, topic: str, name: str, addr: str) -> BrokerState | None:
+        try:
+            found = self.client.topic_config(addr, topic)
+        except BrokerUnavailableError as exc:
+            log.warning("broker %s (%s) is unreachable: %s", name, addr, exc.message)
+            return None
+        if found is None:
+            return BrokerState(name, addr, None, "", None, {})
+        config, mapping = found
+        queues: set[int] = set(range(config.write_queues))
+        if mapping is not None:
+            queues |= {i.queue for chain in mapping.hosted.values() for i in chain if i.bname == name}
+        physical = {}
+        for q in sorted(queues):
+            low = self.client.min_offset(addr, topic, q, logic=False)
+            high = self.client.max_offset(addr, topic, q, logic=False)
+            physical[q] = pb.QueueOffsets(queue_id=q, min_offset=low, max_offset=high)
+        return BrokerState(name, addr, mapping, "", config, physical)
+
+    # ---------------------------------------------------------------- reads
+
+    def pull_physical(
+        self,
+        topic: str,
+        bname: str,
+        addr: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        retry_timeout_s: float,
+        include_properties: bool = True,
+    ) -> PhysicalRead:
+        deadline = time.monotonic() + retry_timeout_s
+        attempt = 0
+        while True:
+            target = self.masters(refresh=True).get(bname, addr) if attempt else self._masters.get(bname, addr)
+            try:
+                answer = self.client.pull(target, topic, queue, offset, max_messages, logic=False, bname=bname)
+                break
+            except StaticMQError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    raise BrokerUnavailableError(
+                        f"reading {topic} queue {queue} on {bname} failed after {attempt + 1} attempt(s): {exc.message}"
+                    ) from None
+                attempt += 1
+                log.warning("pull from %s failed (%s); retrying", bname, exc.message)
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+        if answer.status is not PullStatus.FOUND:
+            return PhysicalRead(answer.status, answer.next_offset, None)
+        stored = decode_stored(answer.body, properties=include_properties)
+        return PhysicalRead(answer.status, answer.next_offset, stored)
+
+    def _on_leader(self, topic: str, queue: int, call):  # type: ignore[no-untyped-def]
+        for attempt in range(3):
+            bname, addr = self.route(topic, refresh=attempt > 0).leader_addr(queue)
+            try:
+                return call(bname, addr)
+            except NotLeaderError:
+                if attempt == 2:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        return int(self._on_leader(topic, queue, lambda b, a: self.client.search_offset(a, topic, queue, timestamp_ms)))
+
+    def min_offset(self, topic: str, queue: int) -> int:
+        return int(self._on_leader(topic, queue, lambda b, a: self.client.min_offset(a, topic, queue)))
+
+    def max_offset(self, topic: str, queue: int) -> int:
+        return int(self._on_leader(topic, queue, lambda b, a: self.client.max_offset(a, topic, queue)))
+
+    # ---------------------------------------------------------------- group offsets
+
+    def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+        def commit(_bname: str, addr: str) -> None:
+            try:
+                self.client.update_consumer_offset(addr, group, topic, queue, offset)
+            except RocketMQError as exc:
+                if exc.response_code != SUBSCRIPTION_GROUP_NOT_EXIST:
+                    raise
+                self.create_group(group)
+                self.client.update_consumer_offset(addr, group, topic, queue, offset)
+
+        self._on_leader(topic, queue, commit)
+
+    def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
+        found = self._on_leader(topic, queue, lambda b, a: self.client.query_consumer_offset(a, group, topic, queue))
+        return None if found is None else int(found)
+
+    def create_group(self, group: str) -> None:
+        """The subscription group on every master (RocketMQ stores offsets only for known groups)."""
+        body = json.dumps({"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True}).encode()
+        for name, addr in self.masters(refresh=True).items():
+            resp = self.client.call(addr, CREATE_SUBSCRIPTION_GROUP, {}, body)
+            if resp.code != 0:
+                raise RocketMQError(f"creating group {group!r} on {name} failed: {resp.remark}", resp.code)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+        self.client.close()
+
+
+def fence_segments(states: list[BrokerState]) -> list[BrokerState]:
+    """RocketMQ never writes an item's endOffset (it stays -1): an item that no longer leads ends at
+    its physical queue's max offset, which is final because only the leader accepts sends."""
+    maxima = {(s.name, q): o.max_offset for s in states for q, o in s.physical.items()}
+    out = []
+    for state in states:
+        if state.mapping is None:
+            out.append(state)
+            continue
+        hosted = {q: _fenced(chain, maxima) for q, chain in state.mapping.hosted.items()}
+        out.append(replace(state, mapping=state.mapping.with_chains(state.mapping.epoch, hosted)))
+    return out
+
+
+def _fenced(chain: Chain, maxima: dict[tuple[str, int], int]) -> Chain:
+    items = list(chain)
+    for i, item in enumerate(items[:-1]):
+        end = maxima.get((item.bname, item.queue))
+        if item.end_offset < 0 and end is not None:
+            items[i] = replace(item, end_offset=max(end, item.start_offset))
+    return tuple(items)
