@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from staticmq_spark.client import Admin
+from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ
 from staticmq_spark.testing import LocalCluster
+from tests.backends import Backend, rocketmq_backend, staticmq_backend
 from tests.cluster_process import ClusterProcess
 
 _names = itertools.count()
@@ -54,3 +56,28 @@ def unique_topic() -> Callable[[str], str]:
 def create_topic(namesrv: str, topic: str, queues: int = 4) -> None:
     with Admin(namesrv) as admin:
         admin.update_topic(topic, cluster="DefaultCluster", read_queues=queues, write_queues=queues)
+
+
+@pytest.fixture(scope="session")
+def rocketmq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRocketMQ]:
+    """A real Apache RocketMQ (name server + 2 brokers), started once per session; its logs stay
+    in the session's temp dir. A failed fetch or start fails the tests that use it."""
+    cluster = LocalRocketMQ(tmp_path_factory.mktemp("rocketmq"), brokers=2)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def staticmq_session_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(brokers=2, data_dir=tmp_path_factory.mktemp("staticmq") / "cluster") as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["staticmq", "rocketmq"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Each conformance scenario runs on broker_stub and on a real Apache RocketMQ."""
+    if request.param == "rocketmq":
+        return rocketmq_backend(request.getfixturevalue("rocketmq_cluster"))
+    return staticmq_backend(request.getfixturevalue("staticmq_session_cluster"))

@@ -16,7 +16,7 @@ def read_queue(consumer: PullConsumer, topic: str, queue: int, start: int = 0) -
                 zip(res.batch.column("queue_offset").to_pylist(), res.batch.column("body").to_pylist(), strict=True)
             )
             offset = res.next_offset
-        elif res.status is PullStatus.OFFSET_MOVED and res.next_offset > offset:
+        elif res.status in (PullStatus.OFFSET_MOVED, PullStatus.RETRY_AT_NEXT) and res.next_offset > offset:
             offset = res.next_offset
         else:
             return out

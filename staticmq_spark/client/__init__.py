@@ -6,7 +6,8 @@ from staticmq_spark.client.pop_consumer import PopConsumer
 from staticmq_spark.client.pop_messages import AckResult, PopMessage
 from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.client.results import PullResult, PullStatus, SendResult
+from staticmq_spark.client.results import PullResult, SendResult
+from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.testing import LocalCluster
 
 __all__ = [

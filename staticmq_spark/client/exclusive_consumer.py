@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.client.results import PullResult, PullStatus, pull_result
+from staticmq_spark.client.results import PullResult, pull_result
 from staticmq_spark.client.route import QueueAddress
 from staticmq_spark.client.rpc import Channels, invoke
+from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import (
     BrokerUnavailableError,
     InvalidArgumentError,

@@ -30,6 +30,7 @@ from staticmq_spark.client.route import QueueAddress, RouteCache, TopicRouteView
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.client.selector import CircuitBreaker, ReachabilityDetector
 from staticmq_spark.client.targets import KEYLESS, group_rows, row_targets
+from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import (
     InvalidArgumentError,
 )
@@ -42,6 +43,16 @@ DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 
 
 class Producer:
+    """`Producer("rocketmq://host:port")` returns a RocketMQProducer (Apache RocketMQ); a plain address
+    (`host:port[;host:port]`) is a staticmq cluster."""
+
+    def __new__(cls, namesrv: str = "", *args: Any, **kwargs: Any) -> Producer:
+        if parse_address(namesrv).scheme == "rocketmq":
+            from staticmq_spark.rocketmq.producer import RocketMQProducer
+
+            return RocketMQProducer(namesrv, *args, **kwargs)  # type: ignore[return-value]
+        return super().__new__(cls)
+
     def __init__(
         self,
         namesrv: str,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from staticmq_spark.client.results import PullResult, pull_result
 from staticmq_spark.client.route import QueueAddress, RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
+from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import (
     BrokerUnavailableError,
     InvalidArgumentError,
@@ -32,6 +33,16 @@ class QueueOffsets:
 
 
 class PullConsumer:
+    """`PullConsumer("rocketmq://host:port")` returns a RocketMQPullConsumer (Apache RocketMQ); a plain address
+    (`host:port[;host:port]`) is a staticmq cluster."""
+
+    def __new__(cls, namesrv: str = "", *args: Any, **kwargs: Any) -> PullConsumer:
+        if parse_address(namesrv).scheme == "rocketmq":
+            from staticmq_spark.rocketmq.pull_consumer import RocketMQPullConsumer
+
+            return RocketMQPullConsumer(namesrv, *args, **kwargs)  # type: ignore[return-value]
+        return super().__new__(cls)
+
     def __init__(
         self,
         namesrv: str,

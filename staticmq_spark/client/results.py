@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.protocol.codec import DECODED_SCHEMA, PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.row_decode import decode_batch
@@ -21,13 +21,6 @@ PULLED_SCHEMA = pa.schema(
         ("physical_offset", pa.int64()),
     ]
 )
-
-
-class PullStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
-    OFFSET_MOVED = "OFFSET_MOVED"
-    NOT_FOUND = "NOT_FOUND"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +81,7 @@ def pulled_batch(response: pb.PullResponse) -> pa.RecordBatch:
 
 def pull_result(topic: str, queue_id: int, response: pb.PullResponse) -> PullResult:
     return PullResult(
-        status=PullStatus(pb.PullStatus.Name(response.status)),
+        status=PullStatus(response.status),
         topic=topic,
         queue_id=queue_id,
         next_offset=response.next_offset,

@@ -6,8 +6,10 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import TypeVar
 
 from staticmq_spark.cluster.access import Capabilities, PhysicalRead
 from staticmq_spark.cluster.address import ClusterAddress
@@ -20,6 +22,7 @@ from staticmq_spark.rocketmq.remoting import RemotingClient, RocketMQError, Topi
 from staticmq_spark.rocketmq.stored_messages import decode_stored
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 CREATE_SUBSCRIPTION_GROUP = 200
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
 
@@ -112,7 +115,8 @@ class RocketMQAccess:
         stored = decode_stored(answer.body, properties=include_properties)
         return PhysicalRead(answer.status, answer.next_offset, stored)
 
-    def _on_leader(self, topic: str, queue: int, call):  # type: ignore[no-untyped-def]
+    def on_leader(self, topic: str, queue: int, call: Callable[[str, str], T]) -> T:
+        """`call(bname, addr)` on the logic queue's leader; a stale route is refreshed on NOT_LEADER."""
         for attempt in range(3):
             bname, addr = self.route(topic, refresh=attempt > 0).leader_addr(queue)
             try:
@@ -124,13 +128,13 @@ class RocketMQAccess:
         raise AssertionError("unreachable")
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
-        return int(self._on_leader(topic, queue, lambda b, a: self.client.search_offset(a, topic, queue, timestamp_ms)))
+        return int(self.on_leader(topic, queue, lambda b, a: self.client.search_offset(a, topic, queue, timestamp_ms)))
 
     def min_offset(self, topic: str, queue: int) -> int:
-        return int(self._on_leader(topic, queue, lambda b, a: self.client.min_offset(a, topic, queue)))
+        return int(self.on_leader(topic, queue, lambda b, a: self.client.min_offset(a, topic, queue)))
 
     def max_offset(self, topic: str, queue: int) -> int:
-        return int(self._on_leader(topic, queue, lambda b, a: self.client.max_offset(a, topic, queue)))
+        return int(self.on_leader(topic, queue, lambda b, a: self.client.max_offset(a, topic, queue)))
 
     # ---------------------------------------------------------------- group offsets
 
@@ -144,10 +148,10 @@ class RocketMQAccess:
                 self.create_group(group)
                 self.client.update_consumer_offset(addr, group, topic, queue, offset)
 
-        self._on_leader(topic, queue, commit)
+        self.on_leader(topic, queue, commit)
 
     def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
-        found = self._on_leader(topic, queue, lambda b, a: self.client.query_consumer_offset(a, group, topic, queue))
+        found = self.on_leader(topic, queue, lambda b, a: self.client.query_consumer_offset(a, group, topic, queue))
         return None if found is None else int(found)
 
     def create_group(self, group: str) -> None:
