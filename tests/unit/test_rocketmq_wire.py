@@ -1,0 +1,255 @@
+"""RocketMQ's wire pieces as pure functions: frames, fastjson bodies, stored messages, batch
+encoding, routes with static mappings, ACL signatures, segment fencing, address parsing."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import socket
+import struct
+import zlib
+
+import pyarrow as pa
+import pytest
+
+from staticmq_spark.cluster import BrokerState, parse_address
+from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.mapping import MappingItem, TopicQueueMapping
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.rocketmq import fastjson
+from staticmq_spark.rocketmq.backend import fence_segments
+from staticmq_spark.rocketmq.batch_encode import encode_rows, properties_column
+from staticmq_spark.rocketmq.connection import split_host_port
+from staticmq_spark.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
+from staticmq_spark.rocketmq.remoting import Credentials, encode_properties, parse_mapping_detail, parse_route
+from staticmq_spark.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, decode_stored
+
+
+def stored_record(
+    body: bytes,
+    props: str,
+    *,
+    queue_offset: int = 0,
+    topic: str = "orders",
+    sys_flag: int = 0,
+    v6: bool = False,
+    magic: int = MAGIC_V1,
+    born: int = 1_000,
+    stored: int = 2_000,
+) -> bytes:
+    """One record as RocketMQ's CommitLog writes it (MessageDecoder's layout)."""
+    flag = sys_flag | (0x10 | 0x20 if v6 else 0)
+    host = (socket.inet_pton(socket.AF_INET6, "::1") if v6 else socket.inet_aton("127.0.0.1")) + struct.pack(
+        ">i", 10911
+    )
+    topic_raw = topic.encode()
+    topic_part = (
+        struct.pack(">h", len(topic_raw)) if magic == MAGIC_V2 else struct.pack(">b", len(topic_raw))
+    ) + topic_raw
+    props_raw = props.encode()
+    rest = (
+        struct.pack(">Iiiqqiq", zlib.crc32(body), 3, 0, queue_offset, 999, flag, born)
+        + host
+        + struct.pack(">q", stored)
+        + host
+        + struct.pack(">iq", 0, 0)
+        + struct.pack(">i", len(body))
+        + body
+        + topic_part
+        + struct.pack(">h", len(props_raw))
+        + props_raw
+    )
+    return struct.pack(">ii", 8 + len(rest), magic) + rest
+
+
+def test_request_frame_has_length_header_word_and_string_ext_fields() -> None:
+    frame = encode_request(105, 7, {"topic": "orders", "lo": False, "queueId": 3, "skip": None}, b"xy")
+    total, word = struct.unpack_from(">ii", frame)
+    assert total == len(frame) - 4
+    assert word >> 24 == 0
+    header = json.loads(frame[8 : 8 + (word & 0xFFFFFF)])
+    assert header["extFields"] == {"topic": "orders", "lo": "false", "queueId": "3"}
+    assert header["opaque"] == 7 and header["language"] == "PYTHON" and header["version"] >= 401
+    assert frame.endswith(b"xy")
+
+
+def test_json_response_frame_decodes() -> None:
+    header = json.dumps({"code": 0, "flag": 1, "opaque": 9, "extFields": {"offset": "12"}}).encode()
+    cmd = decode_frame(struct.pack(">i", len(header)) + header + b"body")
+    assert (cmd.code, cmd.opaque, cmd.is_response, cmd.ext, cmd.body) == (0, 9, True, {"offset": "12"}, b"body")
+
+
+def test_rocketmq_binary_header_decodes() -> None:
+    ext = {"nextBeginOffset": "10000"}
+    ext_raw = b"".join(
+        struct.pack(">h", len(k)) + k.encode() + struct.pack(">i", len(v)) + v.encode() for k, v in ext.items()
+    )
+    remark = b"OFFSET_FOUND_NULL"
+    header = struct.pack(">hbhiii", 20, 0, 479, 5, 1, len(remark)) + remark + struct.pack(">i", len(ext_raw)) + ext_raw
+    cmd = decode_frame(struct.pack(">i", (1 << 24) | len(header)) + header)
+    assert (cmd.code, cmd.opaque, cmd.remark, cmd.ext) == (20, 5, "OFFSET_FOUND_NULL", ext)
+
+
+@pytest.mark.parametrize("length", [0, 3, 16 * 1024 * 1024 + 1])
+def test_frame_lengths_outside_the_limits_are_refused(length: int) -> None:
+    with pytest.raises(FrameError, match="frame length"):
+        frame_length(struct.pack(">i", length))
+
+
+def test_unknown_serialize_type_is_refused() -> None:
+    with pytest.raises(FrameError, match="serialize type 7"):
+        decode_frame(struct.pack(">i", 7 << 24))
+
+
+def test_fastjson_bare_integer_keys_are_quoted_outside_strings() -> None:
+    body = b'{"hostedQueues":{1:[{"bname":"a"}],-3:[]},"text":"{5:x}","brokerAddrs":{0:"h:1"}}'
+    assert fastjson.loads(body) == {
+        "hostedQueues": {"1": [{"bname": "a"}], "-3": []},
+        "text": "{5:x}",
+        "brokerAddrs": {"0": "h:1"},
+    }
+
+
+def test_route_of_a_static_topic_names_each_logic_queue_leader_newest_epoch_wins() -> None:
+    body = json.dumps(
+        {
+            "brokerDatas": [
+                {"brokerName": "broker-a", "brokerAddrs": {"0": "127.0.0.1:1"}},
+                {"brokerName": "broker-b", "brokerAddrs": {"0": "127.0.0.1:2", "1": "127.0.0.1:3"}},
+            ],
+            "queueDatas": [],
+            "topicQueueMappingByBroker": {
+                "broker-a": {"bname": "broker-a", "epoch": 5, "totalQueues": 4, "currIdMap": {"0": 0, "1": 1}},
+                "broker-b": {"bname": "broker-b", "epoch": 9, "totalQueues": 4, "currIdMap": {"1": 0, "2": 1, "3": 2}},
+            },
+        }
+    ).encode()
+    route = parse_route("orders", body)
+    assert route.is_static and route.total_queues == 4
+    assert route.leaders == {0: "broker-a", 1: "broker-b", 2: "broker-b", 3: "broker-b"}
+    assert route.leader_addr(1) == ("broker-b", "127.0.0.1:2")
+
+
+def test_mapping_detail_becomes_chains_oldest_first() -> None:
+    detail = fastjson.loads(
+        b'{"bname":"broker-b","epoch":7,"totalQueues":2,"hostedQueues":{0:[{"bname":"broker-a","gen":0,'
+        b'"queueId":0,"logicOffset":0,"startOffset":0,"endOffset":-1},{"bname":"broker-b","gen":1,"queueId":3,'
+        b'"logicOffset":-1,"startOffset":0,"endOffset":-1}]}}'
+    )
+    mapping = parse_mapping_detail("orders", detail)
+    assert mapping.bname == "broker-b" and mapping.epoch == 7 and mapping.total_queues == 2
+    assert [(i.bname, i.queue, i.gen, i.logic_offset) for i in mapping.hosted[0]] == [
+        ("broker-a", 0, 0, 0),
+        ("broker-b", 3, 1, -1),
+    ]
+    assert mapping.leads(0)
+
+
+def test_old_segments_end_at_their_physical_max_offset() -> None:
+    chain = (MappingItem(0, "broker-a", 0, 0), MappingItem(2, "broker-b", 1, 10000))
+    mapping = TopicQueueMapping("orders", "broker-b", 1, 1, {0: chain})
+    states = [
+        BrokerState("broker-a", "h:1", None, "", None, {0: pb.QueueOffsets(queue_id=0, min_offset=0, max_offset=42)}),
+        BrokerState("broker-b", "h:2", mapping, "", None, {2: pb.QueueOffsets(queue_id=2, max_offset=7)}),
+    ]
+    fenced = fence_segments(states)[1].mapping
+    assert fenced is not None
+    assert [i.end_offset for i in fenced.hosted[0]] == [42, -1]  # the leader stays open
+
+
+def test_stored_messages_decode_into_columns() -> None:
+    props = encode_properties({"KEYS": "user-1", "TAGS": "t", "UNIQ_KEY": "u", "color": "red"})
+    body = stored_record(b"hello", props, queue_offset=4) + stored_record(b"", "WAIT\x01true\x02", queue_offset=5)
+    got = decode_stored(body)
+    assert got.queue_offsets.tolist() == [4, 5]
+    assert got.store_timestamps.tolist() == [2000, 2000]
+    cols = got.columns.to_pydict()
+    assert cols["key"] == ["user-1", None]
+    assert cols["tags"] == ["t", None]
+    assert cols["body"] == [b"hello", b""]
+    assert cols["properties"] == [[("color", "red")], []]
+    assert cols["born_timestamp"] == [1000, 1000]
+
+
+def test_stored_messages_with_ipv6_hosts_long_topics_and_zlib_bodies_decode() -> None:
+    packed = zlib.compress(b"x" * 5000)
+    body = stored_record(packed, "KEYS\x01k\x02", sys_flag=0x1, v6=True, magic=MAGIC_V2, topic="t" * 200)
+    got = decode_stored(body)
+    assert got.columns.column("body").to_pylist() == [b"x" * 5000]
+    assert got.columns.column("key").to_pylist() == ["k"]
+
+
+def test_a_corrupt_pulled_body_is_refused() -> None:
+    good = stored_record(b"a", "")
+    with pytest.raises(FrameError, match="corrupt"):
+        decode_stored(good[:-3])
+    with pytest.raises(FrameError, match="magic"):
+        decode_stored(good[:4] + b"\0\0\0\0" + good[8:])
+
+
+def test_batch_records_follow_message_decoder_encode_message() -> None:
+    props = properties_column(
+        pa.array(["k1", None]),
+        pa.array([None, "tag"]),
+        pa.array([[("a", "1")], None], pa.map_(pa.string(), pa.string())),
+        pa.array(["U1", "U2"]),
+    )
+    assert props.to_pylist() == [
+        "KEYS\x01k1\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02a\x011\x02",
+        "TAGS\x01tag\x02UNIQ_KEY\x01U2\x02WAIT\x01true\x02",
+    ]
+    encoded = encode_rows(pa.array([b"body-1", b"b2"], pa.binary()), props)
+    raw = encoded.body(0, 2)
+    pos = 0
+    for body, prop in zip([b"body-1", b"b2"], props.to_pylist(), strict=True):
+        size, magic, crc, flag, blen = struct.unpack_from(">iiiii", raw, pos)
+        assert (magic, crc, flag, blen) == (0, 0, 0, len(body))
+        assert raw[pos + 20 : pos + 20 + blen] == body
+        (plen,) = struct.unpack_from(">h", raw, pos + 20 + blen)
+        assert raw[pos + 22 + blen : pos + 22 + blen + plen].decode() == prop
+        assert size == 22 + blen + plen
+        pos += size
+    assert pos == len(raw)
+
+
+def test_batches_split_into_requests_under_the_size_limit() -> None:
+    props = properties_column(None, None, None, pa.array([str(i) for i in range(10)]))
+    encoded = encode_rows(pa.array([b"x" * 100] * 10, pa.binary()), props)
+    chunks = encoded.chunks(max_bytes=400)
+    assert chunks[0][0] == 0 and chunks[-1][1] == 10
+    assert all(encoded.starts[b] - encoded.starts[a] <= 400 for a, b in chunks)
+
+
+def test_acl_signature_is_hmac_sha1_over_sorted_values_then_body() -> None:
+    ext = {"topic": "orders", "queueId": "1"}
+    Credentials("ak", "sk").sign(ext, b"payload")
+    content = "ak" + "1" + "orders"  # sorted keys: AccessKey, queueId, topic
+    expected = base64.b64encode(hmac.new(b"sk", content.encode() + b"payload", hashlib.sha1).digest()).decode()
+    assert ext["Signature"] == expected and ext["AccessKey"] == "ak"
+
+
+@pytest.mark.parametrize(
+    ("text", "scheme", "hosts"),
+    [
+        ("127.0.0.1:9876", "staticmq", ("127.0.0.1:9876",)),
+        ("a:1; b:2", "staticmq", ("a:1", "b:2")),
+        ("rocketmq://a:9876;b:9876", "rocketmq", ("a:9876", "b:9876")),
+        ("ROCKETMQ://[::1]:9876", "rocketmq", ("[::1]:9876",)),
+    ],
+)
+def test_addresses_parse_once_into_scheme_and_hosts(text: str, scheme: str, hosts: tuple[str, ...]) -> None:
+    address = parse_address(text)
+    assert (address.scheme, address.hosts) == (scheme, hosts)
+
+
+@pytest.mark.parametrize("text", ["", "rocketmq://", "http://a:1", "a:99999", "a"])
+def test_bad_addresses_name_what_is_wrong(text: str) -> None:
+    with pytest.raises(InvalidOptionError, match="address"):
+        parse_address(text)
+
+
+def test_ipv6_broker_addresses_split() -> None:
+    assert split_host_port("[::1]:10911") == ("::1", 10911)
+    assert split_host_port("fe80::1:10911") == ("fe80::1", 10911)
