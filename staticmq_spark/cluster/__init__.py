@@ -1,6 +1,6 @@
 """The one cluster-access layer: an interface (`ClusterAccess`) and its backends, picked by address."""
 
-from staticmq_spark.cluster.access import Capabilities, ClusterAccess, PhysicalRead, open_cluster
+from staticmq_spark.cluster.access import Capabilities, ClusterAccess, PhysicalRead, capabilities_of, open_cluster
 from staticmq_spark.cluster.address import ClusterAddress, parse_address
 from staticmq_spark.cluster.messages import MessageColumns
 from staticmq_spark.cluster.state import BrokerState
@@ -14,6 +14,7 @@ __all__ = [
     "MessageColumns",
     "PhysicalRead",
     "PullStatus",
+    "capabilities_of",
     "open_cluster",
     "parse_address",
 ]

@@ -61,6 +61,18 @@ class ClusterAccess(Protocol):
     def close(self) -> None: ...
 
 
+def capabilities_of(namesrv: str | ClusterAddress) -> Capabilities:
+    """What the backend of an address can do, without connecting to it."""
+    address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
+    if address.scheme == "rocketmq":
+        from staticmq_spark.rocketmq.backend import RocketMQAccess
+
+        return RocketMQAccess.capabilities
+    from staticmq_spark.cluster.grpc_backend import StaticMQAccess
+
+    return StaticMQAccess.capabilities
+
+
 def open_cluster(namesrv: str | ClusterAddress) -> ClusterAccess:
     """The backend for an address: `rocketmq://…` is Apache RocketMQ, a plain list is staticmq."""
     address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)

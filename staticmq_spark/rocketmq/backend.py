@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from staticmq_spark.rocketmq.stored_messages import decode_stored
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CREATE_SUBSCRIPTION_GROUP = 200
+HEART_BEAT = 34
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
 
 
@@ -39,6 +41,7 @@ class RocketMQAccess:
         self._masters: dict[str, str] = {}
         self._routes: dict[str, TopicRoute] = {}
         self._lock = threading.Lock()
+        self._registered: set[tuple[str, str]] = set()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-gather")
 
     # ---------------------------------------------------------------- metadata
@@ -139,6 +142,9 @@ class RocketMQAccess:
     # ---------------------------------------------------------------- group offsets
 
     def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+        if (group, topic) not in self._registered:
+            self.register_group(group, topic)
+
         def commit(_bname: str, addr: str) -> None:
             try:
                 self.client.update_consumer_offset(addr, group, topic, queue, offset)
@@ -153,6 +159,36 @@ class RocketMQAccess:
     def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
         found = self.on_leader(topic, queue, lambda b, a: self.client.query_consumer_offset(a, group, topic, queue))
         return None if found is None else int(found)
+
+    def register_group(self, group: str, topic: str) -> None:
+        """One HEART_BEAT per master naming the group as a consumer of `topic`: the brokers then
+        know the group (and create its %RETRY% topic), so `mqadmin consumerProgress` shows it."""
+        consumer = {
+            "groupName": group,
+            "consumeType": "CONSUME_ACTIVELY",
+            "messageModel": "CLUSTERING",
+            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+            "subscriptionDataSet": [
+                {
+                    "topic": topic,
+                    "subString": "*",
+                    "tagsSet": [],
+                    "codeSet": [],
+                    "subVersion": 0,
+                    "expressionType": "TAG",
+                    "classFilterMode": False,
+                }
+            ],
+            "unitMode": False,
+        }
+        body = json.dumps(
+            {"clientID": f"staticmq@{os.getpid()}", "producerDataSet": [], "consumerDataSet": [consumer]}
+        ).encode()
+        for name, addr in self.masters(refresh=True).items():
+            resp = self.client.call(addr, HEART_BEAT, {}, body)
+            if resp.code != 0:
+                log.warning("heartbeat for group %s to %s answered %d: %s", group, name, resp.code, resp.remark)
+        self._registered.add((group, topic))
 
     def create_group(self, group: str) -> None:
         """The subscription group on every master (RocketMQ stores offsets only for known groups)."""

@@ -152,7 +152,28 @@ class LocalRocketMQ:
         for name in self.broker_names:
             self.broker_ports[name] = _broker_port()
             self.start_broker(name)
+        self.wait_registered()
         return self
+
+    def wait_registered(self, timeout_s: float = 60.0) -> None:
+        """Until the name server lists every running broker at its address (mqadmin needs it)."""
+        from staticmq_spark.rocketmq.remoting import RemotingClient
+
+        client = RemotingClient((self.namesrv,))
+        want = {n: self.broker_addr(n) for n in self.broker_names if n in self.procs}
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    if client.brokers() == want:
+                        return
+                except StaticMQError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RocketMQClusterError(f"brokers {sorted(want)} did not register with {self.namesrv}")
+                time.sleep(0.2)
+        finally:
+            client.close()
 
     def broker_conf(self, name: str) -> Path:
         d = self.root / name

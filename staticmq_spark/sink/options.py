@@ -17,6 +17,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
 
 SINK_OPTIONS = {
@@ -65,7 +66,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
     if detection not in ("true", "false"):
         raise InvalidOptionError(f"sink option 'activeDetection' must be true or false, got {detection!r}")
     return SinkOptions(
-        namesrv=opts["namesrv"],
+        namesrv=str(parse_address(opts["namesrv"])),
         topic=opts["topic"],
         order=order,
         send_timeout_ms=_positive(opts, "sendtimeoutms", 60_000),

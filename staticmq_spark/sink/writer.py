@@ -13,8 +13,10 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from staticmq_spark.cluster import capabilities_of
 from staticmq_spark.errors import InternalError
 from staticmq_spark.sink.committer import SinkCommitMessage, commit_batch
+from staticmq_spark.sink.direct import DirectCommitMessage, write_direct
 from staticmq_spark.sink.options import SinkOptions
 from staticmq_spark.sink.stager import Stager
 
@@ -64,19 +66,31 @@ def _stage_all(opts: SinkOptions, writer: str, batch: int, iterator: Iterator[pa
     return SinkCommitMessage(writer, batch, stager.staging_id, stager.staged(), stager.rows)
 
 
+def _direct(messages: Sequence[WriterCommitMessage | None], batch: int) -> bool:
+    """Rows sent directly (a backend without staging) are visible already: nothing to commit."""
+    direct = [m for m in messages if isinstance(m, DirectCommitMessage)]
+    if direct:
+        log.info("staticmq sink: batch %d sent %d row(s) directly", batch, sum(m.rows for m in direct))
+    return bool(direct)
+
+
 class StaticMQStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         ctx = TaskContext.get()
         query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
         batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
-        if not query_id or batch_id is None:
+        if ctx is None or not query_id or batch_id is None:
             raise InternalError("the staticmq stream writer runs outside a streaming micro-batch task")
+        if not capabilities_of(self.opts.namesrv).two_phase_staging:
+            return write_direct(self.opts, query_id, int(batch_id), ctx.partitionId(), iterator)
         return _stage_all(self.opts, query_id, int(batch_id), iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        if _direct(messages, batchId):
+            return
         writers = {m.writer for m in messages if isinstance(m, SinkCommitMessage)}
         if len(writers) > 1:
             raise InternalError(f"one micro-batch staged under several query ids: {sorted(writers)}")
@@ -84,6 +98,11 @@ class StaticMQStreamWriter(DataSourceStreamArrowWriter):
             commit_batch(self.opts, writers.pop(), batchId, messages)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        if not capabilities_of(self.opts.namesrv).two_phase_staging:
+            log.warning(
+                "staticmq sink: micro-batch %d aborted; rows its tasks sent stay visible (at least once)", batchId
+            )
+            return
         log.warning("staticmq sink: micro-batch %d aborted; its staged rows are never made visible", batchId)
 
 
@@ -92,10 +111,15 @@ class StaticMQBatchWriter(DataSourceArrowWriter):
         self.opts = opts
         self.writer = f"batch-{uuid.uuid4().hex}"
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if not capabilities_of(self.opts.namesrv).two_phase_staging:
+            ctx = TaskContext.get()
+            return write_direct(self.opts, self.writer, 0, ctx.partitionId() if ctx else 0, iterator)
         return _stage_all(self.opts, self.writer, 0, iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        if _direct(messages, 0):
+            return
         commit_batch(self.opts, self.writer, 0, messages)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:

@@ -1,0 +1,161 @@
+"""The Spark source and sink on a real Apache RocketMQ cluster: static topics created and remapped
+by RocketMQ's own mqadmin, exactly once across remaps and restarts, committed group offsets that
+mqadmin shows, keyed placement, and the sink's at-least-once guarantee with its dedup key."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import col
+
+from staticmq_spark.client import PullConsumer
+from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ
+from staticmq_spark.sink.direct import ROW_ID
+from tests.spark.helpers import by_queue, merge, produce, source, wait_until
+from tests.spark.test_sink import assert_hash_sharded, read_topic, write
+
+pytestmark = pytest.mark.spark
+SCRIPTS = Path(__file__).parent / "scripts"
+_ids = itertools.count()
+
+
+def rmq_topic(cluster: LocalRocketMQ, queues: int, brokers: list[str] | None = None) -> str:
+    topic = f"rmq-spark-{next(_ids)}-{int(time.time() * 1000) % 100000}"
+    cluster.update_static_topic(topic, queues, brokers)
+    return topic
+
+
+def _stream_once(spark: SparkSession, namesrv: str, topic: str, out: str, checkpoint: str, group: str) -> None:
+    df = source(spark, namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="120", group=group)
+    q = (
+        df.select("queueId", "queueOffset", "value", "brokerName")
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+
+
+def test_stream_reads_exactly_once_across_mqadmin_remaps_and_restarts(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    c = rocketmq_cluster
+    topic = rmq_topic(c, 4, ["broker-a"])
+    out, checkpoint, group = str(tmp_path / "out"), str(tmp_path / "ck"), f"spark-group-{next(_ids)}"
+    first = produce(c.address, topic, 400)
+    _stream_once(spark, c.address, topic, out, checkpoint, group)
+    c.remap_static_topic(topic, ["broker-b"])
+    second = produce(c.address, topic, 300, start=10_000)
+    _stream_once(spark, c.address, topic, out, checkpoint, group)
+    c.remap_static_topic(topic, ["broker-a", "broker-b"])
+    third = produce(c.address, topic, 300, start=20_000)
+    _stream_once(spark, c.address, topic, out, checkpoint, group)
+
+    rows = spark.read.parquet(out).collect()
+    assert len(rows) == 1000, "every message exactly once"
+    assert by_queue(rows) == merge(merge(first, second), third)
+    offsets = Counter((r["queueId"], r["queueOffset"]) for r in rows)
+    assert max(offsets.values()) == 1
+    assert {r["brokerName"] for r in rows} == {"broker-a", "broker-b"}
+    # the jump after each remap: the first message of the new segment has a multiple of 10000
+    assert all(any(o == 10000 for (q2, o) in offsets if q2 == q) for q in range(4))
+    # Spark commits a micro-batch's end to the source when the next one starts: the group's
+    # offsets are those of the last-but-one batch, inside the newest segments
+    with PullConsumer(c.address, group=group) as consumer:
+        committed = {q: consumer.committed(topic, q) for q in range(4)}
+        ends = {q: consumer.max_offset(topic, q) for q in range(4)}
+    assert all(committed[q] is not None and 10000 < committed[q] <= ends[q] for q in range(4)), (committed, ends)
+    # mqadmin consumerProgress lists the group per logic queue; RocketMQ's own conversion
+    # (MQAdminUtils.convertPhysicalConsumeStats) shows the broker offset in logic space but the
+    # consumer offset as stored, physical in its segment (here every segment starts at physical 0)
+    progress = c.mqadmin("consumerProgress", "-g", group)
+    rows = {
+        int(f[2]): (int(f[3]), int(f[4])) for f in (line.split() for line in progress.splitlines()) if f[:1] == [topic]
+    }
+    assert rows == {q: (ends[q], committed[q] % 10000) for q in range(4)}, progress
+
+
+def test_trigger_available_now_and_failondataloss_options_work_on_rocketmq(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ
+) -> None:
+    topic = rmq_topic(rocketmq_cluster, 2)
+    sent = produce(rocketmq_cluster.address, topic, 200)
+    df = source(spark, rocketmq_cluster.address, topic, startingOffsets="earliest", maxMessagesPerTrigger="50")
+    q = df.writeStream.format("memory").queryName("rmq_available_now").trigger(availableNow=True).start()
+    q.awaitTermination(300)
+    batches = [p for p in q.recentProgress if p["numInputRows"]]
+    assert len(batches) >= 4 and all(p["numInputRows"] <= 50 for p in batches), "admission control"
+    assert by_queue(spark.table("rmq_available_now").collect()) == sent
+
+
+def test_batch_read_with_offsets_and_properties(spark: SparkSession, rocketmq_cluster: LocalRocketMQ) -> None:
+    topic = rmq_topic(rocketmq_cluster, 2)
+    sent = produce(rocketmq_cluster.address, topic, 100)
+    df = (
+        spark.read.format("staticmq")
+        .option("namesrv", rocketmq_cluster.address)
+        .option("topic", topic)
+        .option("startingOffsets", '{"%s": {"0": 10, "1": -2}}' % topic)
+        .load()
+    )
+    rows = df.collect()
+    assert len(rows) == len(sent.get(0, [])) - 10 + len(sent.get(1, []))
+    assert all(r["key"].startswith("k") and r["properties"] == {} for r in rows)
+
+
+def test_sink_writes_keyed_rows_to_their_murmur3_queue_with_a_row_id(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ
+) -> None:
+    topic = rmq_topic(rocketmq_cluster, 4)
+    df = spark.range(0, 500).selectExpr(
+        "concat('user-', cast(id % 37 as string)) as key", "concat('v', cast(id as string)) as value"
+    )
+    write(df, rocketmq_cluster.address, topic)
+    rows = read_topic(spark, rocketmq_cluster.address, topic)
+    assert sorted(bytes(r["value"]).decode() for r in rows) == sorted(f"v{i}" for i in range(500))
+    assert_hash_sharded(rows, 4)
+    ids = [r["properties"][ROW_ID] for r in rows]
+    assert len(set(ids)) == 500
+
+
+def test_sink_is_at_least_once_and_the_row_id_removes_duplicates_after_a_driver_kill(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    c = rocketmq_cluster
+    src, dst = rmq_topic(c, 3), rmq_topic(c, 4)
+    sent = produce(c.address, src, 3000)
+    ck = tmp_path / "ck"
+
+    def pipe(mode: str) -> list[str]:
+        return [sys.executable, str(SCRIPTS / "pipe_topics.py"), c.address, src, dst, str(ck), mode]
+
+    log = (tmp_path / "driver.log").open("wb")
+    driver = subprocess.Popen(pipe("run"), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: (ck / "commits").exists() and len(list((ck / "commits").iterdir())) >= 3, 180, "commits")
+        time.sleep(0.3)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+    done = subprocess.run(pipe("finish"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    df = spark.read.format("staticmq").option("namesrv", c.address).option("topic", dst).load()
+    rows = df.collect()
+    want = Counter(b for bodies in sent.values() for b in bodies)
+    got = Counter(bytes(r["value"]) for r in rows)
+    assert set(got) == set(want), "nothing lost"
+    deduped = df.withColumn("rid", col("properties")[ROW_ID]).dropDuplicates(["rid"]).collect()
+    assert Counter(bytes(r["value"]) for r in deduped) == want, "exactly once after dropping duplicate row ids"
+    assert_hash_sharded(rows, 4)
