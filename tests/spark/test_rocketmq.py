@@ -5,6 +5,7 @@ mqadmin shows, keyed placement, and the sink's at-least-once guarantee with its 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -107,7 +108,7 @@ def test_batch_read_with_offsets_and_properties(spark: SparkSession, rocketmq_cl
         spark.read.format("staticmq")
         .option("namesrv", rocketmq_cluster.address)
         .option("topic", topic)
-        .option("startingOffsets", '{"%s": {"0": 10, "1": -2}}' % topic)
+        .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2}}))
         .load()
     )
     rows = df.collect()
