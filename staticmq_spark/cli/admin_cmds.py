@@ -10,6 +10,7 @@ from typing import Any
 from staticmq_spark.cli.formatting import dumps, readable_ms
 from staticmq_spark.cli.namesrv import add_namesrv
 from staticmq_spark.client.admin import Admin
+from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError, TopicNotFoundError
 
 COMMANDS: dict[
@@ -41,6 +42,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if parse_address(args.namesrv).scheme == "rocketmq":
+        from staticmq_spark.cli import rocketmq_admin
+
+        return rocketmq_admin.run(args)
     _, _, fn = COMMANDS[args.admin_command]
     with Admin(args.namesrv) as admin:
         return fn(admin, args)
