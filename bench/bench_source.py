@@ -50,6 +50,7 @@ from harness import log
 from harness import spark_session as harness_session
 
 from staticmq_spark.client import Admin, Producer
+from staticmq_spark.cluster import open_cluster
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.planner import plan_partitions, settings_of
@@ -125,8 +126,11 @@ def produce(namesrv: str, messages: int, queues: int) -> None:
 def prebuild(namesrv: str, path: str) -> list[int]:
     """Plan and read the whole topic with the source's own code; one Arrow IPC file per partition."""
     opts = parse_source_options({"namesrv": namesrv, "topic": TOPIC, "startingOffsets": "earliest"}, streaming=True)
-    with Admin(namesrv) as admin:
-        snap = take_snapshot(admin, TOPIC)
+    access = open_cluster(namesrv)
+    try:
+        snap = take_snapshot(access, TOPIC)
+    finally:
+        access.close()
     parts = plan_partitions(snap, snap.earliest(), snap.latest(), settings_of(opts))
     schema, rows = arrow_schema(True), []
     for p in parts:

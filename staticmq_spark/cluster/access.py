@@ -46,8 +46,10 @@ class ClusterAccess(Protocol):
         max_messages: int,
         retry_timeout_s: float,
         include_properties: bool = True,
+        until: int | None = None,
     ) -> PhysicalRead:
-        """Messages of physical queue `bname/queue` from physical `offset` on."""
+        """Messages of physical queue `bname/queue` from physical `offset` on. `until` (the planned
+        end) lets a backend pull the next range ahead while the caller decodes this one."""
         ...
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:

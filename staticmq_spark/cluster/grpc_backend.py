@@ -70,6 +70,7 @@ class StaticMQAccess:
         max_messages: int,
         retry_timeout_s: float,
         include_properties: bool = True,
+        until: int | None = None,
     ) -> PhysicalRead:
         request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=max_messages, physical=True)
         deadline = time.monotonic() + retry_timeout_s

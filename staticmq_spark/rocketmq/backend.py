@@ -19,7 +19,7 @@ from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
 from staticmq_spark.mapping import Chain
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.rocketmq.remoting import RemotingClient, RocketMQError, TopicRoute
+from staticmq_spark.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError, TopicRoute
 from staticmq_spark.rocketmq.stored_messages import decode_stored
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ class RocketMQAccess:
         self._routes: dict[str, TopicRoute] = {}
         self._lock = threading.Lock()
         self._registered: set[tuple[str, str]] = set()
+        self._ahead: dict[tuple[str, str, int, int], Callable[[], PullAnswer]] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-gather")
 
     # ---------------------------------------------------------------- metadata
@@ -97,13 +98,19 @@ class RocketMQAccess:
         max_messages: int,
         retry_timeout_s: float,
         include_properties: bool = True,
+        until: int | None = None,
     ) -> PhysicalRead:
         deadline = time.monotonic() + retry_timeout_s
         attempt = 0
+        with self._lock:
+            ahead = self._ahead.pop((topic, bname, queue, offset), None)
         while True:
             target = self.masters(refresh=True).get(bname, addr) if attempt else self._masters.get(bname, addr)
             try:
-                answer = self.client.pull(target, topic, queue, offset, max_messages, logic=False, bname=bname)
+                if ahead is not None and attempt == 0:
+                    answer = ahead()
+                else:
+                    answer = self.client.pull(target, topic, queue, offset, max_messages, logic=False, bname=bname)
                 break
             except StaticMQError as exc:
                 if not exc.retriable or time.monotonic() > deadline:
@@ -115,8 +122,23 @@ class RocketMQAccess:
                 time.sleep(min(2.0, 0.1 * 2**attempt))
         if answer.status is not PullStatus.FOUND:
             return PhysicalRead(answer.status, answer.next_offset, None)
+        if until is not None and offset < answer.next_offset < until:
+            self._pull_ahead(
+                topic, bname, target, queue, answer.next_offset, min(max_messages, until - answer.next_offset)
+            )
         stored = decode_stored(answer.body, properties=include_properties)
         return PhysicalRead(answer.status, answer.next_offset, stored)
+
+    def _pull_ahead(self, topic: str, bname: str, addr: str, queue: int, offset: int, count: int) -> None:
+        """Send the next pull of a planned range now; its answer arrives while this one is decoded."""
+        try:
+            waiter = self.client.submit_pull(addr, topic, queue, offset, count, logic=False, bname=bname)
+        except StaticMQError:
+            return  # the next pull_physical asks again, with retries
+        with self._lock:
+            if len(self._ahead) >= 64:  # reads abandoned half-way (a failed task) leave entries
+                self._ahead.clear()
+            self._ahead[(topic, bname, queue, offset)] = waiter
 
     def on_leader(self, topic: str, queue: int, call: Callable[[str, str], T]) -> T:
         """`call(bname, addr)` on the logic queue's leader; a stale route is refreshed on NOT_LEADER."""

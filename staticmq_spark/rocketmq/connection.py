@@ -48,6 +48,10 @@ class Connection:
         return self._closed is not None
 
     def request(self, code: int, ext: dict[str, object], body: bytes = b"", timeout_s: float = 5.0) -> RemotingCommand:
+        return self.wait(self.submit(code, ext, body), code, timeout_s)
+
+    def submit(self, code: int, ext: dict[str, object], body: bytes = b"") -> tuple[int, Future[RemotingCommand]]:
+        """Send a request without waiting: (opaque, future of the answer); see `wait`."""
         opaque = next(_OPAQUES) & 0x7FFFFFFF
         future: Future[RemotingCommand] = Future()
         with self._pending_lock:
@@ -58,14 +62,19 @@ class Connection:
         try:
             with self._write_lock:
                 self._sock.sendall(frame)
+        except OSError as exc:
+            self._fail(f"write failed: {exc}")
+            raise BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
+        return opaque, future
+
+    def wait(self, sent: tuple[int, Future[RemotingCommand]], code: int, timeout_s: float) -> RemotingCommand:
+        opaque, future = sent
+        try:
             return future.result(timeout=timeout_s)
         except FutureTimeout:
             raise BrokerUnavailableError(
                 f"RocketMQ at {self.addr} did not answer request code {code} within {timeout_s:g} s"
             ) from None
-        except OSError as exc:
-            self._fail(f"write failed: {exc}")
-            raise BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
         finally:
             with self._pending_lock:
                 self._pending.pop(opaque, None)

@@ -36,7 +36,7 @@ JDK17_OPENS = [
     "--add-opens=java.base/java.util=ALL-UNNAMED",
     "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
 ]
-MAX_PULL_MESSAGES = 1024  # per pull response; RocketMQ's default is 32 messages / 256 KiB
+MAX_PULL_MESSAGES = 4096  # per pull answer; RocketMQ's default is 32 messages / 256 KiB (docs/rocketmq.md)
 
 
 class RocketMQClusterError(StaticMQError):
@@ -202,9 +202,9 @@ class LocalRocketMQ:
                     "autoCreateTopicEnable=false",
                     "autoCreateSubscriptionGroup=true",
                     f"maxTransferCountOnMessageInMemory={MAX_PULL_MESSAGES}",
-                    "maxTransferBytesOnMessageInMemory=4194304",
+                    "maxTransferBytesOnMessageInMemory=8388608",
                     f"maxTransferCountOnMessageInDisk={MAX_PULL_MESSAGES}",
-                    "maxTransferBytesOnMessageInDisk=4194304",
+                    "maxTransferBytesOnMessageInDisk=8388608",
                     "diskMaxUsedSpaceRatio=95",
                     "",
                 ]

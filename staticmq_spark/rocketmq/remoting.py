@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,14 +158,19 @@ class RemotingClient:
     def close(self) -> None:
         self.pool.close()
 
-    def call(
-        self, addr: str, code: int, ext: dict[str, object], body: bytes = b"", timeout_s: float | None = None
-    ) -> RemotingCommand:
+    def _fields(self, ext: dict[str, object], body: bytes) -> dict[str, str]:
+        """extFields as strings, signed when the cluster has ACL credentials."""
         fields = {
             k: ("true" if v is True else "false" if v is False else str(v)) for k, v in ext.items() if v is not None
         }
         if self.credentials is not None:
             self.credentials.sign(fields, body)
+        return fields
+
+    def call(
+        self, addr: str, code: int, ext: dict[str, object], body: bytes = b"", timeout_s: float | None = None
+    ) -> RemotingCommand:
+        fields = self._fields(ext, body)
         return self.pool.get(addr).request(code, dict(fields), body, timeout_s or self.timeout_s)
 
     def namesrv_call(self, code: int, ext: dict[str, object]) -> RemotingCommand:
@@ -265,6 +271,24 @@ class RemotingClient:
         bname: str | None = None,
         suspend_ms: int = 0,
     ) -> PullAnswer:
+        return self.submit_pull(
+            addr, topic, queue, offset, max_messages, logic=logic, group=group, bname=bname, suspend_ms=suspend_ms
+        )()
+
+    def submit_pull(
+        self,
+        addr: str,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        *,
+        logic: bool,
+        group: str = DEFAULT_PULL_GROUP,
+        bname: str | None = None,
+        suspend_ms: int = 0,
+    ) -> Callable[[], PullAnswer]:
+        """Send a pull now; the returned function waits for its answer (pulls can be pipelined)."""
         sys_flag = 0x4 | (0x2 if suspend_ms > 0 else 0)  # SUBSCRIPTION (stateless: "*"), SUSPEND
         ext: dict[str, object] = {
             "consumerGroup": group,
@@ -282,21 +306,16 @@ class RemotingClient:
         }
         if not logic:
             ext["lo"] = False
-        resp = self.call(addr, RequestCode.PULL_MESSAGE, ext, timeout_s=self.timeout_s + suspend_ms / 1000)
-        status = _PULL_STATUS.get(resp.code)
-        if status is None:
-            _check(resp, f"pull of {topic}/{queue}@{offset} at {addr}")
-            raise AssertionError("unreachable")
-        h = resp.ext
-        return PullAnswer(
-            status=status,
-            next_offset=int(h.get("nextBeginOffset", offset)),
-            min_offset=int(h.get("minOffset", 0)),
-            max_offset=int(h.get("maxOffset", 0)),
-            offset_delta=int(h.get("offsetDelta", 0) or 0),
-            body=resp.body if status is PullStatus.FOUND else b"",
-            remark=resp.remark or "",
-        )
+        fields = self._fields(ext, b"")
+        conn = self.pool.get(addr)
+        sent = conn.submit(RequestCode.PULL_MESSAGE, dict(fields))
+        timeout = self.timeout_s + suspend_ms / 1000
+
+        def answer() -> PullAnswer:
+            resp = conn.wait(sent, RequestCode.PULL_MESSAGE, timeout)
+            return _pull_answer(resp, f"pull of {topic}/{queue}@{offset} at {addr}", offset)
+
+        return answer
 
     def send(
         self,
@@ -346,6 +365,23 @@ _PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.RETRY_AT_NEXT,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_MOVED,
 }
+
+
+def _pull_answer(resp: RemotingCommand, what: str, offset: int) -> PullAnswer:
+    status = _PULL_STATUS.get(resp.code)
+    if status is None:
+        _check(resp, what)
+        raise AssertionError("unreachable")
+    h = resp.ext
+    return PullAnswer(
+        status=status,
+        next_offset=int(h.get("nextBeginOffset", offset)),
+        min_offset=int(h.get("minOffset", 0)),
+        max_offset=int(h.get("maxOffset", 0)),
+        offset_delta=int(h.get("offsetDelta", 0) or 0),
+        body=resp.body if status is PullStatus.FOUND else b"",
+        remark=resp.remark or "",
+    )
 
 
 def _check(resp: RemotingCommand, what: str) -> None:

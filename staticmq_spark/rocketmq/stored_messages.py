@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.cluster.messages import MessageColumns
-from staticmq_spark.protocol.codec import DECODED_SCHEMA, PROPERTIES_TYPE
+from staticmq_spark.protocol.codec import DECODED_SCHEMA
 from staticmq_spark.rocketmq.frames import FrameError
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
@@ -87,22 +87,37 @@ SYSTEM_PROPERTIES = frozenset(
 )
 
 I64 = npt.NDArray[np.int64]
+_SYSTEM_NAMES = pa.array(sorted(SYSTEM_PROPERTIES), pa.string())
 
 
 def record_starts(body: bytes) -> I64:
-    """Where each record begins (the only per-message Python loop, over ints)."""
-    view = memoryview(body)
-    starts = []
-    pos, end = 0, len(body)
+    """Where each record begins. Records chain by their TOTALSIZE, so this walk is sequential;
+    a run of equal sizes (the usual case: one producer, one message shape) is checked and
+    skipped with one vectorized read, so the Python loop runs once per change of size."""
+    end = len(body)
+    raw = np.frombuffer(body, dtype=np.uint8)
+    pieces: list[I64] = []
+    pos = 0
     while pos < end:
-        if end - pos < 4:
-            raise FrameError(f"pulled body ends with {end - pos} stray byte(s) at {pos}")
-        size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
-        if size < 92 or pos + size > end:
-            raise FrameError(f"stored message at byte {pos} has size {size}: the pulled body is corrupt")
-        starts.append(pos)
-        pos += size
-    return np.array(starts, dtype=np.int64)
+        size = _size_at(body, pos, end)
+        count = (end - pos) // size
+        run = 1
+        if count > 1 and _size_at(body, pos + size, end) == size:
+            at = pos + size * np.arange(count, dtype=np.int64)
+            same = _be(raw, at, 4) == size
+            run = count if bool(same.all()) else int(np.argmin(same))
+        pieces.append(pos + size * np.arange(run, dtype=np.int64))
+        pos += size * run
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+
+
+def _size_at(body: bytes, pos: int, end: int) -> int:
+    if end - pos < 4:
+        raise FrameError(f"pulled body ends with {end - pos} stray byte(s) at {pos}")
+    size = int.from_bytes(body[pos : pos + 4], "big", signed=True)
+    if size < 92 or pos + size > end:
+        raise FrameError(f"stored message at byte {pos} has size {size}: the pulled body is corrupt")
+    return size
 
 
 def _be(raw: npt.NDArray[np.uint8], at: I64, width: int) -> I64:
@@ -150,9 +165,7 @@ def decode_stored(body: bytes, *, properties: bool = True) -> MessageColumns:
     if np.any(sys_flag & COMPRESSED):
         bodies = _decompressed(bodies, sys_flag)
     props = pieces.take(pa.array(idx + 3)).cast(pa.string())
-    key = _property(props, "KEYS")
-    tags = _property(props, "TAGS")
-    user_props = _user_properties(props) if properties else _empty_maps(n)
+    key, tags, user_props = _split_properties(props, user=properties)
     columns = pa.RecordBatch.from_arrays(
         [key, tags, bodies, user_props, pa.array(born, pa.int64())], schema=DECODED_SCHEMA
     )
@@ -182,35 +195,39 @@ def _decompress(data: bytes, kind: int) -> bytes:
     raise FrameError(f"unknown RocketMQ compression type {kind}")
 
 
-def _property(props: pa.Array, name: str) -> pa.Array:
-    found = pc.extract_regex(props, f"(?:^|\x02){name}\x01(?P<v>[^\x02]*)")
-    values = pc.struct_field(found, [0])
-    return pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
+def _split_properties(props: pa.Array, *, user: bool) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """`k\x01v\x02…` strings -> (KEYS, TAGS, map of the user's own properties), one split for all."""
+    n = len(props)
+    entries = pc.split_pattern(pc.utf8_rtrim(props, characters="\x02"), "\x02")
+    parents = np.asarray(pc.list_parent_indices(entries), dtype=np.int64)
+    pairs = pc.split_pattern(pc.list_flatten(entries), "\x01", max_splits=1)
+    whole = np.asarray(pc.equal(pc.list_value_length(pairs), 2), dtype=bool)
+    names = pc.list_element(pairs.filter(pa.array(whole)), 0)
+    values = pc.list_element(pairs.filter(pa.array(whole)), 1)
+    owner = parents[whole]
+    key = _scatter_named(names, values, owner, "KEYS", n)
+    tags = _scatter_named(names, values, owner, "TAGS", n)
+    if not user:
+        return key, tags, _empty_maps(n)
+    keep = np.asarray(pc.invert(pc.is_in(names, _SYSTEM_NAMES)), dtype=bool) & np.asarray(
+        pc.not_equal(names, ""), dtype=bool
+    )
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(owner[keep], minlength=n), out=offsets[1:])
+    mask = pa.array(keep)
+    return key, tags, pa.MapArray.from_arrays(pa.array(offsets), names.filter(mask), values.filter(mask))
+
+
+def _scatter_named(names: pa.Array, values: pa.Array, owner: I64, name: str, n: int) -> pa.Array:
+    """The value of property `name` per message (null where absent or empty; the last one wins)."""
+    hit = np.asarray(pc.equal(names, name), dtype=bool)
+    index = np.full(n, -1, dtype=np.int64)
+    index[owner[hit]] = np.flatnonzero(hit)
+    found = values.take(pa.array(index, mask=index < 0))
+    return pc.if_else(pc.equal(found, ""), pa.scalar(None, pa.string()), found)
 
 
 def _empty_maps(n: int) -> pa.Array:
     return pa.MapArray.from_arrays(
         pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
     )
-
-
-def _user_properties(props: pa.Array) -> pa.Array:
-    """`k\\x01v\\x02…` -> map<string,string> without RocketMQ's own names."""
-    n = len(props)
-    entries = pc.split_pattern(pc.utf8_rtrim(props.fill_null(""), characters="\x02"), "\x02")
-    parents = np.asarray(pc.list_parent_indices(entries))
-    flat = pc.list_flatten(entries)
-    pairs = pc.split_pattern(flat, "\x01", max_splits=1)
-    keys = pc.list_element(
-        pc.if_else(pc.greater_equal(pc.list_value_length(pairs), 2), pairs, pa.scalar(["", ""], pairs.type)), 0
-    )
-    values = pc.list_element(
-        pc.if_else(pc.greater_equal(pc.list_value_length(pairs), 2), pairs, pa.scalar(["", ""], pairs.type)), 1
-    )
-    keep = pc.and_(pc.invert(pc.is_in(keys, pa.array(sorted(SYSTEM_PROPERTIES)))), pc.not_equal(keys, ""))
-    keep_np = np.asarray(keep.fill_null(False), dtype=bool)
-    counts = np.bincount(parents[keep_np], minlength=n).astype(np.int32)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    mapped = pa.MapArray.from_arrays(pa.array(offsets), keys.filter(keep), values.filter(keep))
-    return mapped.cast(PROPERTIES_TYPE)

@@ -32,6 +32,27 @@ def cluster_for(namesrv: str) -> ClusterAccess:
 
 
 def read_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:
+    """The partition's rows in batches of about pullBatchSize rows: a backend that answers with
+    fewer rows per pull (RocketMQ caps a pull answer) still hands Spark few, large batches."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in _pulled_batches(p):
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= p.settings.pull_batch_size:
+            yield _combined(pending)
+            pending, rows = [], 0
+    if pending:
+        yield _combined(pending)
+
+
+def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
     s = p.settings
     access = cluster_for(s.namesrv)
     schema = arrow_schema(s.include_properties)
@@ -40,7 +61,15 @@ def read_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:
         while offset < seg.physical_end:
             want = min(s.pull_batch_size, seg.physical_end - offset)
             got = access.pull_physical(
-                s.topic, seg.bname, seg.addr, seg.queue, offset, want, s.retry_timeout_ms / 1000, s.include_properties
+                s.topic,
+                seg.bname,
+                seg.addr,
+                seg.queue,
+                offset,
+                want,
+                s.retry_timeout_ms / 1000,
+                s.include_properties,
+                until=seg.physical_end,
             )
             if got.status is PullStatus.FOUND and got.messages is not None:
                 first = int(got.messages.queue_offsets[0])
