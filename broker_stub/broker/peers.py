@@ -15,6 +15,7 @@ from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
 from staticmq_spark.protocol.grpc_errors import translate
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+from staticmq_spark.protocol.route_view import TopicRouteView
 
 REFRESH_S = 5.0
 CHANNEL_OPTIONS = [
@@ -104,8 +105,6 @@ class Peers:
 
     def send_to_leader(self, topic: str, logic_queue: int, request: pb.SendRequest) -> pb.SendResponse:
         """Send to whichever broker leads the logic queue now (per the name server's route)."""
-        from staticmq_spark.client.route import TopicRouteView
-
         last: StaticMQError | None = None
         for attempt in range(5):
             route = self._route(topic)

@@ -17,9 +17,9 @@ import numpy as np
 from staticmq_spark.cli.formatting import readable_ms
 from staticmq_spark.cli.namesrv import add_namesrv
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.client.route import QueueAddress
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.protocol.route_view import QueueAddress
 
 FIELDS = (
     "topic",

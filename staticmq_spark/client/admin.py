@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from staticmq_spark.client.progress import ProgressRow, consumer_progress
-from staticmq_spark.client.route import RouteCache, TopicRouteView
+from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import (
     BrokerNotFoundError,
@@ -18,6 +18,7 @@ from staticmq_spark.errors import (
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+from staticmq_spark.protocol.route_view import TopicRouteView
 from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
 
 if TYPE_CHECKING:

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from staticmq_spark.client.route import QueueAddress, RouteCache, TopicRouteView
+from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
 from staticmq_spark.client.targets import KEYLESS
 from staticmq_spark.errors import BrokerUnavailableError, QueueUnavailableError, StaticMQError
+from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
 
 T = TypeVar("T")
 

@@ -31,7 +31,6 @@ from typing import Any
 
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.results import PullResult, pull_result
-from staticmq_spark.client.route import QueueAddress
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import (
@@ -44,6 +43,7 @@ from staticmq_spark.errors import (
 )
 from staticmq_spark.protocol.names import validate_group, validate_topic
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
+from staticmq_spark.protocol.route_view import QueueAddress
 
 INIT_MODES = ("earliest", "latest")
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from staticmq_spark.client.delivery import Delivery
 from staticmq_spark.client.results import SendResult
-from staticmq_spark.client.route import QueueAddress, RouteCache, TopicRouteView
+from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.client.selector import CircuitBreaker, ReachabilityDetector
 from staticmq_spark.client.targets import KEYLESS, group_rows, row_targets
@@ -36,6 +36,7 @@ from staticmq_spark.errors import (
 )
 from staticmq_spark.protocol.codec import PackedBatch, split_by_bytes
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
 from staticmq_spark.protocol.row_encode import encode_columns
 from staticmq_spark.protocol.topic import ORDERS
 

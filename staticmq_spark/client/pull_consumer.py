@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from staticmq_spark.client.results import PullResult, pull_result
-from staticmq_spark.client.route import QueueAddress, RouteCache
+from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import (
@@ -20,6 +20,7 @@ from staticmq_spark.errors import (
 )
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.route_view import QueueAddress
 
 T = TypeVar("T")
 

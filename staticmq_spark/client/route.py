@@ -1,104 +1,25 @@
-"""Topic routes as clients see them, and a cache of them fed by the name server.
-
-A dynamic topic's queues are (broker, queue id) pairs. A static topic's route lists exactly
-`total_queues` logic queues, each addressed to the broker leading it; a logic queue whose broker
-is not alive gets a placeholder (broker PLACEHOLDER_BROKER) so the numbering never shifts.
-"""
+"""A cache of topic routes (protocol/route_view.py) fed by the name server."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from staticmq_spark.client.rpc import Channels, invoke
+from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import (
     BrokerUnavailableError,
+    InvalidOptionError,
     NameServerUnreachableError,
     StaticMQError,
-    TopicNotFoundError,
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.topic import PERM_READ, PERM_WRITE
+from staticmq_spark.protocol.route_view import TopicRouteView
 
-PLACEHOLDER_BROKER = "__logical_queue_broker__"
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class QueueAddress:
-    topic: str
-    queue_id: int  # logic queue on a static topic, the broker's physical queue otherwise
-    broker: str
-    addr: str
-    gen: int = 0
-
-    @property
-    def available(self) -> bool:
-        return self.broker != PLACEHOLDER_BROKER
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRouteView:
-    topic: str
-    is_static: bool
-    total_queues: int
-    order: str
-    write_queues: tuple[QueueAddress, ...]
-    read_queues: tuple[QueueAddress, ...]
-    brokers: dict[str, str] = field(default_factory=dict)
-
-    def logic_queue(self, queue_id: int) -> QueueAddress:
-        if not self.is_static:
-            raise ValueError(f"topic {self.topic!r} is not static")
-        return self.write_queues[queue_id]
-
-    def physical_queue(self, broker: str, queue_id: int) -> QueueAddress:
-        for q in self.read_queues:
-            if q.broker == broker and q.queue_id == queue_id:
-                return q
-        raise TopicNotFoundError(f"topic {self.topic!r} has no queue {queue_id} on broker {broker!r}")
-
-    @staticmethod
-    def from_pb(route: pb.TopicRoute) -> TopicRouteView:
-        brokers = {b.broker: b.addr for b in route.brokers}
-        orders = [b.config.order for b in route.brokers if b.config.order]
-        order = orders[0] if orders else ""
-        if any(b.config.is_static for b in route.brokers):
-            return _static_view(route, brokers, order)
-        writes: list[QueueAddress] = []
-        reads: list[QueueAddress] = []
-        for b in sorted(route.brokers, key=lambda x: x.broker):
-            if b.config.perm & PERM_WRITE:
-                writes.extend(QueueAddress(route.topic, q, b.broker, b.addr) for q in range(b.config.write_queues))
-            if b.config.perm & PERM_READ:
-                reads.extend(QueueAddress(route.topic, q, b.broker, b.addr) for q in range(b.config.read_queues))
-        return TopicRouteView(route.topic, False, len(writes), order, tuple(writes), tuple(reads), brokers)
-
-
-def _static_view(route: pb.TopicRoute, brokers: dict[str, str], order: str) -> TopicRouteView:
-    totals = Counter(b.config.total_queues for b in route.brokers if b.config.is_static)
-    total = totals.most_common(1)[0][0]
-    best: dict[int, tuple[int, str]] = {}
-    for b in route.brokers:
-        for leader in b.leaders:
-            if 0 <= leader.logic_queue < total:
-                current = best.get(leader.logic_queue)
-                if current is None or leader.gen > current[0]:
-                    best[leader.logic_queue] = (leader.gen, b.broker)
-    queues = []
-    for q in range(total):
-        if q in best:
-            gen, name = best[q]
-            queues.append(QueueAddress(route.topic, q, name, brokers[name], gen))
-        else:
-            queues.append(QueueAddress(route.topic, q, PLACEHOLDER_BROKER, ""))
-    as_tuple = tuple(queues)
-    return TopicRouteView(route.topic, True, total, order, as_tuple, as_tuple, brokers)
 
 
 # Name-server addresses that answered this process at least once. One that never did fails fast
@@ -110,9 +31,14 @@ class RouteCache:
     """Routes per topic, refreshed after `ttl_s` or on demand (stale route, failed send)."""
 
     def __init__(self, namesrv: str, channels: Channels, ttl_s: float = 30.0, timeout_s: float = 5.0) -> None:
-        self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
-        if not self.namesrv_addrs:
-            raise BrokerUnavailableError("no name server address given")
+        address = parse_address(namesrv)
+        if address.scheme != "staticmq":
+            raise InvalidOptionError(
+                f"{namesrv!r} is an Apache RocketMQ address: this client speaks staticmq's own protocol. On RocketMQ "
+                "use Producer, PullConsumer, the Spark source and sink, `staticmq send/pull` and the read-only "
+                "`staticmq admin` commands; PopConsumer, ExclusiveConsumer and Admin are staticmq-only"
+            )
+        self.namesrv_addrs = list(address.hosts)
         self._channels = channels
         self._ttl_s = ttl_s
         self._timeout_s = timeout_s

@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from staticmq_spark.client.route import QueueAddress
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.route_view import QueueAddress
 
 log = logging.getLogger(__name__)
 

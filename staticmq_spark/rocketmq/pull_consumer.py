@@ -12,11 +12,11 @@ import pyarrow as pa
 
 from staticmq_spark.client.pull_consumer import QueueOffsets
 from staticmq_spark.client.results import PULLED_SCHEMA, PullResult, empty_pulled_batch
-from staticmq_spark.client.route import QueueAddress
 from staticmq_spark.cluster.address import ClusterAddress, parse_address
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import QueueNotFoundError
 from staticmq_spark.protocol.names import validate_group
+from staticmq_spark.protocol.route_view import QueueAddress
 from staticmq_spark.rocketmq.backend import RocketMQAccess
 from staticmq_spark.rocketmq.remoting import DEFAULT_PULL_GROUP, RemotingClient
 from staticmq_spark.rocketmq.stored_messages import decode_stored

@@ -15,13 +15,14 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.client.delivery import Delivery
-from staticmq_spark.client.route import QueueAddress, RouteCache
+from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.client.selector import CircuitBreaker, ReachabilityDetector
 from staticmq_spark.client.targets import KEYLESS, row_targets
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
 from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.route_view import QueueAddress
 from staticmq_spark.protocol.row_encode import encode_columns_to_buffer
 from staticmq_spark.protocol.stage_wire import encode_stage_request
 from staticmq_spark.sink.options import SinkOptions

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from staticmq_spark.client.route import PLACEHOLDER_BROKER, QueueAddress
 from staticmq_spark.client.rpc import Channels
 from staticmq_spark.client.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
+from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress
 
 
 class Clock:
