@@ -24,7 +24,12 @@ def register(sub: Any) -> None:
     p.add_argument("--events", type=int, default=50_000, help="page views to produce (default 50000)")
     p.add_argument("--users", type=int, default=400, help="distinct users, i.e. keys (default 400)")
     p.add_argument("--rate", type=float, default=5_000.0, help="events per second to produce at (default 5000)")
-    p.add_argument("--brokers", type=int, default=3, help="brokers in the local cluster (2 or more; default 3)")
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=None,
+        help="brokers in the local cluster (2 or more; default 3, 2 with --rocketmq)",
+    )
     p.add_argument("--queues", type=int, default=8, help="logic queues per static topic (default 8)")
     p.add_argument(
         "--keep",
@@ -36,6 +41,17 @@ def register(sub: Any) -> None:
         "(default: a temporary directory, removed at the end)",
     )
     p.add_argument("--json", type=Path, help="also write the report as JSON to this file")
+    backend = p.add_mutually_exclusive_group()
+    backend.add_argument(
+        "--rocketmq",
+        action="store_true",
+        help="run on a local Apache RocketMQ 5.5 cluster (fetched with Maven, on loopback), not staticmq's own",
+    )
+    backend.add_argument(
+        "--namesrv",
+        metavar="rocketmq://HOST:PORT",
+        help="run on an existing Apache RocketMQ cluster (creates two new static topics with RocketMQ's mqadmin)",
+    )
     p.set_defaults(handler=cmd_demo)
 
 
@@ -44,6 +60,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if args.events <= 0 or args.users <= 0 or args.rate <= 0 or args.queues <= 0:
         raise InvalidOptionError("--events, --users, --rate and --queues must be positive")
+    if args.brokers is None:
+        args.brokers = 2 if args.rocketmq else 3
     if args.brokers < 2:
         raise InvalidOptionError("--brokers must be at least 2 (the demo remaps between brokers)")
     settings = DemoSettings(
@@ -53,6 +71,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         brokers=args.brokers,
         queues=args.queues,
         data_dir=args.data_dir,
+        rocketmq=args.rocketmq,
+        namesrv=args.namesrv,
     )
     report = run_demo(settings)
     print_report(report)

@@ -18,15 +18,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.demo.backends import DemoCluster, open_demo_cluster
 from staticmq_spark.demo.checks import Check, LakeContents, OutputRows, verify, verify_lake
 from staticmq_spark.demo.events import EventLog, page_views
-from staticmq_spark.testing import LocalCluster
 
-INPUT_TOPIC = "pageviews"
-OUTPUT_TOPIC = "user-stats"
 QUERIES = ("bronze", "silver_gold", "results")
 
 
@@ -39,6 +36,8 @@ class DemoSettings:
     queues: int = 8
     seed: int = 7
     data_dir: Path | None = None
+    rocketmq: bool = False  # a local Apache RocketMQ instead of the embedded staticmq cluster
+    namesrv: str | None = None  # an existing Apache RocketMQ cluster (rocketmq://host:port)
 
 
 @dataclass
@@ -72,14 +71,14 @@ def run_demo(settings: DemoSettings, echo: Any = print) -> DemoReport:
 
 def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
     report = DemoReport()
-    echo(f"starting a local cluster: a name server and {settings.brokers} brokers in {root}")
-    with LocalCluster(settings.brokers, root / "cluster", heartbeat_ms=500, broker_timeout_ms=5000) as cluster:
+    cluster = open_demo_cluster(root, settings.brokers, settings.rocketmq, settings.namesrv)
+    echo(f"running on {cluster.description}")
+    try:
         brokers = cluster.broker_names
-        with Admin(cluster.namesrv) as admin:
-            admin.update_static_topic(INPUT_TOPIC, settings.queues, brokers=brokers[:2])
-            admin.update_static_topic(OUTPUT_TOPIC, settings.queues, cluster=cluster.cluster_name)
+        cluster.create_static_topic(cluster.input_topic, settings.queues, brokers[:2])
+        cluster.create_static_topic(cluster.output_topic, settings.queues, None)
         echo(
-            f"static topics {INPUT_TOPIC!r} (on {brokers[:2]}) and {OUTPUT_TOPIC!r}: "
+            f"static topics {cluster.input_topic!r} (on {brokers[:2]}) and {cluster.output_topic!r}: "
             f"{settings.queues} logic queues each"
         )
         from staticmq_spark.demo import medallion
@@ -88,11 +87,11 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
         spark = medallion.demo_session()
         lake = medallion.Lake(root)
         try:
-            medallion.create_tables(spark, lake, cluster.namesrv, INPUT_TOPIC)
+            medallion.create_tables(spark, lake, cluster.namesrv, cluster.input_topic)
             queries = [
-                medallion.start_bronze_query(spark, lake, cluster.namesrv, INPUT_TOPIC),
+                medallion.start_bronze_query(spark, lake, cluster.namesrv, cluster.input_topic),
                 medallion.start_silver_gold_query(spark, lake),
-                medallion.start_results_query(spark, lake, cluster.namesrv, OUTPUT_TOPIC),
+                medallion.start_results_query(spark, lake, cluster.namesrv, cluster.output_topic),
             ]
             log, remap_info, produce_s = _produce_while_remapping(cluster, settings, brokers, echo)
             started = time.monotonic()
@@ -105,7 +104,7 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
             output = OutputRows.from_rows(
                 spark.read.format("staticmq")
                 .option("namesrv", cluster.namesrv)
-                .option("topic", OUTPUT_TOPIC)
+                .option("topic", cluster.output_topic)
                 .load()
                 .select("key", "queueId", "queueOffset", "value")
                 .collect()
@@ -116,13 +115,17 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
         report.checks = verify(log.views_per_user, output, settings.queues)
         report.checks += verify_lake(log.views_per_user, contents)
         report.checks.append(remap_info.pop("check"))
-        report.facts = _facts(cluster, settings, log, output, remap_info, produce_s, drain_s, progress)
+        report.facts = _facts(
+            cluster.namesrv, cluster.input_topic, log, output, remap_info, produce_s, drain_s, progress
+        )
         report.facts["delta_tables"] = contents.summary()
+    finally:
+        cluster.close()
     return report
 
 
 def _produce_while_remapping(
-    cluster: LocalCluster, settings: DemoSettings, brokers: list[str], echo: Any
+    cluster: DemoCluster, settings: DemoSettings, brokers: list[str], echo: Any
 ) -> tuple[EventLog, dict[str, Any], float]:
     log = EventLog()
     rng = random.Random(settings.seed)
@@ -138,7 +141,7 @@ def _produce_while_remapping(
         for first in range(0, settings.events, chunk):
             n = min(chunk, settings.events - first)
             keys, bodies = page_views(n, settings.users, rng, int(time.time() * 1000))
-            producer.send_batch(INPUT_TOPIC, bodies, keys=keys)
+            producer.send_batch(cluster.input_topic, bodies, keys=keys)
             log.record(keys)
             bar.update(n)
             if remapper is None and log.sent >= remap_at:
@@ -151,32 +154,30 @@ def _produce_while_remapping(
     if remapper is not None:
         remapper.join(120)
     if "moved" in remap_info:
-        echo(f"remapped {INPUT_TOPIC!r} while streaming: {remap_info['moved']}")
+        echo(f"remapped {cluster.input_topic!r} while streaming: {remap_info['moved']}")
     return log, remap_info, elapsed
 
 
-def _remap(cluster: LocalCluster, brokers: list[str], info: dict[str, Any]) -> None:
+def _remap(cluster: DemoCluster, brokers: list[str], info: dict[str, Any]) -> None:
     from staticmq_spark.demo.checks import Check
 
     targets = brokers[1:] if len(brokers) > 2 else brokers[:1]
     try:
-        with Admin(cluster.namesrv) as admin:
-            result = admin.remapping_static_topic(INPUT_TOPIC, brokers=targets)
-            consistent = admin.static.status(INPUT_TOPIC)[0].ok
-        info["moved"] = {q: f"{a} -> {b}" for q, (a, b) in sorted(result.moved.items())}
+        moved, consistent = cluster.remap(cluster.input_topic, targets)
+        info["moved"] = moved
         info["targets"] = targets
         info["check"] = Check(
             "remap of the input topic while streaming",
-            bool(result.moved) and consistent,
-            f"{len(result.moved)} logic queues moved onto {targets}; mapping consistent: {consistent}",
+            bool(moved) and consistent,
+            f"{len(moved)} logic queues moved onto {targets}; mapping consistent: {consistent}",
         )
     except Exception as exc:  # reported, not raised: the demo still verifies the data
         info["check"] = Check("remap of the input topic while streaming", False, f"remap failed: {exc}")
 
 
 def _facts(
-    cluster: LocalCluster,
-    settings: DemoSettings,
+    namesrv: str,
+    input_topic: str,
     log: EventLog,
     output: OutputRows,
     remap_info: dict[str, Any],
@@ -184,9 +185,9 @@ def _facts(
     drain_s: float,
     progress: Sequence[Any],
 ) -> dict[str, Any]:
-    with PullConsumer(cluster.namesrv) as consumer:
+    with PullConsumer(namesrv) as consumer:
         offsets = {
-            o.queue.queue_id: (o.min_offset, o.max_offset, o.queue.broker) for o in consumer.offsets(INPUT_TOPIC)
+            o.queue.queue_id: (o.min_offset, o.max_offset, o.queue.broker) for o in consumer.offsets(input_topic)
         }
     rates = [p["processedRowsPerSecond"] for p in progress if p.get("processedRowsPerSecond")]
     return {

@@ -70,6 +70,66 @@ def _broker_port() -> int:
     raise RocketMQClusterError("found no free port triple for a RocketMQ broker")
 
 
+def jvm_command(
+    lib: Path, root: Path, name: str, heap: str, main: str, args: list[str], home: Path, java: str = "java"
+) -> list[str]:
+    """A RocketMQ JVM (namesrv, broker or mqadmin's client) with small heaps, logs under `home`,
+    dying with this process where `setpriv` is available."""
+    home.mkdir(parents=True, exist_ok=True)
+    wrap = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+    return [
+        *wrap,
+        java,
+        *heap.split(),
+        "-XX:+UseSerialGC",
+        "-Djava.net.preferIPv4Stack=true",
+        *JDK17_OPENS,
+        f"-Drocketmq.home.dir={root}",
+        f"-Duser.home={home}",
+        f"-Djava.io.tmpdir={home}",
+        f"-Drmq.logback.configurationFile=rmq.{name}.logback.xml",
+        "-cp",
+        f"{lib}/*",
+        main,
+        *args,
+    ]
+
+
+class MQAdmin:
+    """RocketMQ's own `mqadmin` (from the fetched tools jar) against any name server."""
+
+    def __init__(self, namesrv: str, workdir: Path) -> None:
+        self.namesrv = namesrv
+        self.workdir = Path(workdir)
+
+    def run(self, *args: str, timeout_s: float = 120.0) -> str:
+        """Run one command; mqadmin exits 0 even on failure, so its output is checked."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cmd = jvm_command(
+            fetch_jars(),
+            self.workdir,
+            "client",
+            "-Xmx256m",
+            "org.apache.rocketmq.tools.command.MQAdminStartup",
+            [args[0], "-n", self.namesrv, *args[1:]],
+            self.workdir / "mqadmin",
+        )
+        done = subprocess.run(cmd, check=False, capture_output=True, timeout=timeout_s, cwd=self.workdir)
+        out = (done.stdout + done.stderr).decode(errors="replace")
+        lines = [ln for ln in out.splitlines() if " |-INFO in " not in ln and " |-WARN in " not in ln]
+        text = "\n".join(lines)
+        if done.returncode != 0 or "command failed" in text or "Exception" in text:
+            raise RocketMQClusterError(f"mqadmin {' '.join(args)} failed:\n{text[-3000:]}")
+        return text
+
+    def update_static_topic(self, topic: str, total_queues: int, brokers: list[str] | None = None) -> str:
+        target = ["-b", ",".join(brokers)] if brokers else ["-c", "DefaultCluster"]
+        return self.run("updateStaticTopic", "-t", topic, "-qn", str(total_queues), *target)
+
+    def remap_static_topic(self, topic: str, brokers: list[str]) -> str:
+        return self.run("remappingStaticTopic", "-t", topic, "-b", ",".join(brokers))
+
+
 class LocalRocketMQ:
     def __init__(self, root: Path, brokers: int = 2, java: str = "java") -> None:
         self.root = Path(root)
@@ -97,24 +157,7 @@ class LocalRocketMQ:
 
     def _jvm(self, name: str, heap: str, main: str, args: list[str], home: Path) -> list[str]:
         assert self.lib is not None
-        home.mkdir(parents=True, exist_ok=True)
-        wrap = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
-        return [
-            *wrap,
-            self.java,
-            *heap.split(),
-            "-XX:+UseSerialGC",
-            "-Djava.net.preferIPv4Stack=true",
-            *JDK17_OPENS,
-            f"-Drocketmq.home.dir={self.root}",
-            f"-Duser.home={home}",
-            f"-Djava.io.tmpdir={home}",
-            f"-Drmq.logback.configurationFile=rmq.{name}.logback.xml",
-            "-cp",
-            f"{self.lib}/*",
-            main,
-            *args,
-        ]
+        return jvm_command(self.lib, self.root, name, heap, main, args, home, self.java)
 
     def _spawn(self, key: str, cmd: list[str], ready: str, timeout_s: float = 90.0) -> None:
         log = self.root / f"{key}.out"
@@ -242,29 +285,18 @@ class LocalRocketMQ:
 
     # ---------------------------------------------------------------- mqadmin
 
+    @property
+    def admin(self) -> MQAdmin:
+        return MQAdmin(self.namesrv, self.root)
+
     def mqadmin(self, *args: str, timeout_s: float = 120.0) -> str:
-        """Run one mqadmin command; mqadmin exits 0 even on failure, so its output is checked."""
-        cmd = self._jvm(
-            "client",
-            "-Xmx256m",
-            "org.apache.rocketmq.tools.command.MQAdminStartup",
-            [args[0], "-n", self.namesrv, *args[1:]],
-            self.root / "mqadmin",
-        )
-        done = subprocess.run(cmd, check=False, capture_output=True, timeout=timeout_s, cwd=self.root)
-        out = (done.stdout + done.stderr).decode(errors="replace")
-        lines = [ln for ln in out.splitlines() if " |-INFO in " not in ln and " |-WARN in " not in ln]
-        text = "\n".join(lines)
-        if done.returncode != 0 or "command failed" in text or "Exception" in text:
-            raise RocketMQClusterError(f"mqadmin {' '.join(args)} failed:\n{text[-3000:]}")
-        return text
+        return self.admin.run(*args, timeout_s=timeout_s)
 
     def update_static_topic(self, topic: str, total_queues: int, brokers: list[str] | None = None) -> str:
-        target = ["-b", ",".join(brokers)] if brokers else ["-c", "DefaultCluster"]
-        return self.mqadmin("updateStaticTopic", "-t", topic, "-qn", str(total_queues), *target)
+        return self.admin.update_static_topic(topic, total_queues, brokers)
 
     def remap_static_topic(self, topic: str, brokers: list[str]) -> str:
-        return self.mqadmin("remappingStaticTopic", "-t", topic, "-b", ",".join(brokers))
+        return self.admin.remap_static_topic(topic, brokers)
 
 
 def main(argv: list[str] | None = None) -> int:

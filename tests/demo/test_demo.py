@@ -79,3 +79,19 @@ def test_demo_without_keep_leaves_nothing_in_the_temp_dir(tmp_path: Path) -> Non
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert not list(tmp_path.glob("staticmq-demo-*")), "the demo's directory is removed at the end"
+
+
+def test_demo_runs_on_an_existing_rocketmq_cluster(tmp_path: Path, rocketmq_cluster) -> None:  # type: ignore[no-untyped-def]
+    report_file = tmp_path / "report.json"
+    args = ["demo", "--namesrv", rocketmq_cluster.address, "--events", "6000", "--users", "150", "--rate", "3000"]
+    out = subprocess.run(
+        [sys.executable, "-m", "staticmq_spark.cli", *args, "--json", str(report_file)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert f"running on the Apache RocketMQ cluster at {rocketmq_cluster.address}" in out.stdout
+    report = json.loads(report_file.read_text())
+    assert report["ok"] and report["facts"]["messages_in"] == 6000
+    assert report["facts"]["remap"], "RocketMQ's mqadmin remapped the input topic while the query ran"

@@ -1,0 +1,116 @@
+"""Where the demo runs: an embedded broker_stub cluster (default), a local Apache RocketMQ started
+by the project's own script (`--rocketmq`), or an existing RocketMQ cluster (`--namesrv rocketmq://…`).
+Each creates and remaps static topics with its own admin tool."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Protocol
+
+from staticmq_spark.client.admin import Admin
+from staticmq_spark.cluster.address import parse_address
+from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.testing import LocalCluster
+
+INPUT_TOPIC = "pageviews"
+OUTPUT_TOPIC = "user-stats"
+
+
+class DemoCluster(Protocol):
+    namesrv: str
+    broker_names: list[str]
+    description: str
+    input_topic: str
+    output_topic: str
+
+    def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None: ...
+
+    def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
+        """(logic queue -> "old -> new" for every queue that moved, mapping consistent afterwards)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class StaticMQDemoCluster:
+    def __init__(self, brokers: int, root: Path) -> None:
+        self.cluster = LocalCluster(brokers, root / "cluster", heartbeat_ms=500, broker_timeout_ms=5000).start()
+        self.namesrv = self.cluster.namesrv
+        self.broker_names = self.cluster.broker_names
+        self.description = f"a local staticmq cluster: a name server and {brokers} brokers in {root}"
+        self.input_topic, self.output_topic = INPUT_TOPIC, OUTPUT_TOPIC
+
+    def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None:
+        with Admin(self.namesrv) as admin:
+            if brokers:
+                admin.update_static_topic(topic, queues, brokers=brokers)
+            else:
+                admin.update_static_topic(topic, queues, cluster=self.cluster.cluster_name)
+
+    def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
+        with Admin(self.namesrv) as admin:
+            result = admin.remapping_static_topic(topic, brokers=brokers)
+            consistent = admin.static.status(topic)[0].ok
+        return {q: f"{a} -> {b}" for q, (a, b) in sorted(result.moved.items())}, consistent
+
+    def close(self) -> None:
+        self.cluster.stop()
+
+
+class RocketMQDemoCluster:
+    """A RocketMQ cluster; topics are created and remapped by RocketMQ's own mqadmin."""
+
+    def __init__(self, root: Path, address: str | None = None, brokers: int = 2) -> None:
+        from staticmq_spark.rocketmq.backend import RocketMQAccess
+        from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ, MQAdmin
+
+        self.local: LocalRocketMQ | None = None
+        self.input_topic, self.output_topic = INPUT_TOPIC, OUTPUT_TOPIC
+        if address is None:
+            self.local = LocalRocketMQ(root / "rocketmq", brokers=brokers).start()
+            address = self.local.address
+            self.description = f"a local Apache RocketMQ 5.5 cluster: a name server and {brokers} brokers in {root}"
+        else:  # a cluster of someone else's: fresh topic names, never ones in use
+            self.description = f"the Apache RocketMQ cluster at {address}"
+            run = time.strftime("%Y%m%d%H%M%S")
+            self.input_topic, self.output_topic = f"{INPUT_TOPIC}-{run}", f"{OUTPUT_TOPIC}-{run}"
+        parsed = parse_address(address)
+        self.namesrv = str(parsed)
+        self.mqadmin = MQAdmin(parsed.hosts[0], root / "mqadmin")
+        self.access = RocketMQAccess(parsed)
+        self.broker_names = sorted(self.access.masters(refresh=True))
+        if len(self.broker_names) < 2:
+            self.close()
+            raise InvalidOptionError(f"the demo remaps between brokers: {address} has {len(self.broker_names)}")
+
+    def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None:
+        self.mqadmin.update_static_topic(topic, queues, brokers)
+
+    def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
+        before = self.access.route(topic, refresh=True).leaders
+        self.mqadmin.remap_static_topic(topic, brokers)
+        after = self.access.route(topic, refresh=True).leaders
+        moved = {q: f"{before[q]} -> {after[q]}" for q in sorted(after) if before.get(q) != after[q]}
+        from staticmq_spark.mapping import check_consistency
+
+        states = self.access.gather(topic)
+        copies = {n: s.mapping for n, s in states.items() if s.mapping is not None or s.config is not None}
+        return moved, not check_consistency(topic, copies, live=states).problems
+
+    def close(self) -> None:
+        self.access.close()
+        if self.local is not None:
+            self.local.close()
+
+
+def open_demo_cluster(root: Path, brokers: int, rocketmq: bool, namesrv: str | None) -> DemoCluster:
+    if namesrv is not None:
+        if parse_address(namesrv).scheme != "rocketmq":
+            raise InvalidOptionError(
+                "--namesrv takes a rocketmq://host:port address (the demo starts its own staticmq)"
+            )
+        return RocketMQDemoCluster(root, namesrv)
+    if rocketmq:
+        return RocketMQDemoCluster(root, brokers=brokers)
+    return StaticMQDemoCluster(brokers, root)
