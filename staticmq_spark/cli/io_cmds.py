@@ -109,7 +109,7 @@ def _round(
             if result.status is PullStatus.FOUND:
                 got += _print_batch(args, result)
                 offsets[(q.broker, q.queue_id)] = result.next_offset
-            elif result.status is PullStatus.OFFSET_MOVED and result.next_offset != offset:
+            elif result.status in (PullStatus.OFFSET_MOVED, PullStatus.RETRY_AT_NEXT) and result.next_offset != offset:
                 offsets[(q.broker, q.queue_id)] = result.next_offset
             else:
                 break

@@ -131,13 +131,13 @@ class MQAdmin:
 
 
 class LocalRocketMQ:
-    def __init__(self, root: Path, brokers: int = 2, java: str = "java") -> None:
+    def __init__(self, root: Path, brokers: int = 2, java: str = "java", namesrv_port: int = 0) -> None:
         self.root = Path(root)
         self.broker_names = [f"broker-{chr(ord('a') + i)}" for i in range(brokers)]
         self.java = java
         self.lib: Path | None = None
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.namesrv_port = 0
+        self.namesrv_port = namesrv_port  # 0: any free port
         self.broker_ports: dict[str, int] = {}
 
     # ---------------------------------------------------------------- addresses
@@ -178,10 +178,10 @@ class LocalRocketMQ:
     def start(self) -> LocalRocketMQ:
         self.root.mkdir(parents=True, exist_ok=True)
         self.lib = fetch_jars()
-        for _ in range(5):
+        if not self.namesrv_port:
             self.namesrv_port = _broker_port()
-            if _free(self.namesrv_port):
-                break
+        elif not _free(self.namesrv_port):
+            raise RocketMQClusterError(f"port {self.namesrv_port} for the name server is in use")
         conf = self.root / "namesrv.conf"
         conf.write_text(f"listenPort={self.namesrv_port}\nbindAddress=127.0.0.1\n")
         cmd = self._jvm(
@@ -303,10 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", help="where logs and stores go (default: a temp dir, removed at exit)")
     parser.add_argument("--brokers", type=int, default=2)
+    parser.add_argument("--namesrv-port", type=int, default=0, help="the name server's port (default: any free one)")
     parser.add_argument("--ready-file", help="write {namesrv, brokers} as JSON here once every process is up")
     args = parser.parse_args(argv)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="staticmq-rocketmq-"))
-    cluster = LocalRocketMQ(root, brokers=args.brokers)
+    cluster = LocalRocketMQ(root, brokers=args.brokers, namesrv_port=args.namesrv_port)
     try:
         cluster.start()
         info = {"namesrv": cluster.address, "brokers": {n: cluster.broker_addr(n) for n in cluster.broker_names}}

@@ -55,3 +55,17 @@ def test_admin_commands_rocketmq_lacks_name_mqadmin(rocketmq_cluster: LocalRocke
     out = staticmq("admin", "updateTopic", "-n", rocketmq_cluster.address, "-t", "x", "-c", "DefaultCluster")
     assert out.returncode != 0
     assert "mqadmin updateTopic" in out.stderr
+
+
+def test_pull_follows_a_mqadmin_remap_across_the_offset_jump(rocketmq_cluster: LocalRocketMQ) -> None:
+    topic = f"rmq-cli-{next(_n)}"
+    rocketmq_cluster.update_static_topic(topic, 2, ["broker-a"])
+    ns = rocketmq_cluster.address
+    assert staticmq("send", "-n", ns, "-t", topic, "--queue", "0", "a", "b").returncode == 0
+    rocketmq_cluster.remap_static_topic(topic, ["broker-b"])
+    assert staticmq("send", "-n", ns, "-t", topic, "--queue", "0", "c").returncode == 0
+    pulled = staticmq(
+        "pull", "-n", ns, "-t", topic, "-q", "0", "--from", "earliest", "--format", "{queueOffset} {body}"
+    )
+    assert pulled.returncode == 0, pulled.stderr
+    assert pulled.stdout.split("\n")[:3] == ["0 a", "1 b", "10000 c"]
