@@ -25,7 +25,7 @@ EVENT_SCHEMA = "user STRING, page STRING, ms BIGINT, dwell INT"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--namesrv", required=True, help="name server HOST:PORT")
+    parser.add_argument("--namesrv", required=True, help="name server HOST:PORT, or rocketmq://HOST:PORT")
     parser.add_argument("--input-topic", required=True)
     parser.add_argument("--output-topic", required=True)
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (restart from it)")

@@ -121,8 +121,11 @@ def test_notebooks_exist_and_are_stored_without_outputs() -> None:
 
 
 @pytest.mark.parametrize("name", _notebook_params())
-def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
+def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     _ensure_kernel()
+    extra_env = {}
+    if name == "rocketmq.ipynb":  # the session's RocketMQ, not a second one started by the kernel
+        extra_env["STATICMQ_ROCKETMQ"] = request.getfixturevalue("rocketmq_cluster").address
     nb = _read(NOTEBOOKS / name)
     workdir = tmp_path / "work"
     kernel_tmp = tmp_path / "tmp"
@@ -142,7 +145,12 @@ def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
         on_cell_start=on_cell_start,
         config=Config({"KernelManager": {"shutdown_wait_time": SHUTDOWN_WAIT_S}}),
     )
-    env = {**os.environ, "TMPDIR": str(kernel_tmp), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    env = {
+        **os.environ,
+        **extra_env,
+        "TMPDIR": str(kernel_tmp),
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+    }
     executed = tmp_path / name
     started = time.monotonic()
     error: Exception | None = None
