@@ -11,7 +11,8 @@ from broker_stub import metrics
 from broker_stub.broker.long_poll import ArrivalNotifier
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.config import BrokerConfig
-from broker_stub.store.message_store import MessageStore, ReadResult, ReadStatus
+from broker_stub.store.message_store import MessageStore
+from broker_stub.store.store_results import ReadResult, ReadStatus
 from staticmq_spark.errors import (
     InvalidArgumentError,
     InvalidOffsetError,

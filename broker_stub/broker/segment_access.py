@@ -11,7 +11,8 @@ from broker_stub.broker.message_service import MessageService, PullQuery
 from broker_stub.broker.peers import Peers
 from broker_stub.broker.read_ahead import ReadAhead
 from broker_stub.store.consumer_offsets import ConsumerOffsets
-from broker_stub.store.message_store import MessageStore, ReadResult, ReadStatus
+from broker_stub.store.message_store import MessageStore
+from broker_stub.store.store_results import ReadResult, ReadStatus
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.mapping import MappingItem
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb

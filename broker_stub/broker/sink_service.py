@@ -33,8 +33,8 @@ import threading
 from pathlib import Path
 
 from broker_stub.broker.app import BrokerApp
-from broker_stub.store.message_store import StagedRecord
 from broker_stub.store.sink_staging import ChunkInfo, SinkStaging, fsync_file, read_chunk, scan_staged
+from broker_stub.store.store_results import StagedRecord
 from staticmq_spark.errors import (
     ConflictError,
     DataLossError,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from broker_stub.broker.message_service import PullOutcome
 from broker_stub.broker.segment_access import PhysicalRead, SegmentAccess
-from broker_stub.store.message_store import ReadStatus
+from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import InternalError
 from staticmq_spark.mapping import Chain, first_decided, locate, next_decided
 

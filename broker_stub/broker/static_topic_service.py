@@ -18,7 +18,8 @@ from broker_stub.broker.segment_access import SegmentAccess
 from broker_stub.broker.static_reads import StaticReads
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.mapping_files import MappingFiles
-from broker_stub.store.message_store import MessageStore, StagedRecord
+from broker_stub.store.message_store import MessageStore
+from broker_stub.store.store_results import StagedRecord
 from broker_stub.store.topic_configs import TopicConfigs
 from staticmq_spark.errors import (
     InvalidArgumentError,

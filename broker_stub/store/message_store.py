@@ -15,13 +15,11 @@ Invariants:
 
 from __future__ import annotations
 
-import enum
 import logging
 import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,57 +33,14 @@ from broker_stub.store.idempotency import IdempotencyIndex, StoredBatch
 from broker_stub.store.record import FLAG_LINK, FLAG_STAGED, LINK_ENTRY, RecordHeader, encode_link, encode_record
 from broker_stub.store.redispatch import Redispatcher
 from broker_stub.store.retired_fds import RetiredFds
+from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol.codec import Int32Array, PackedBatch
+from staticmq_spark.protocol.codec import PackedBatch
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint.json"
 IDEMPOTENCY_SEGMENTS = 2
-
-
-class ReadStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    OFFSET_OVERFLOW = "OFFSET_OVERFLOW"
-
-
-@dataclass(frozen=True, slots=True)
-class StagedRecord:
-    """A staged record (FLAG_STAGED) that `link` makes visible: the file it is in (an index into
-    link's `files`), its offset there, where its rows start (from the record start), and its
-    message sizes."""
-
-    source: int
-    offset: int
-    rows_offset: int
-    sizes: Int32Array
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    base_offset: int
-    count: int
-    store_timestamp: int
-    duplicate: bool = False
-    end_pos: int = 0  # commit-log position after the record: durable once flushed past it
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    status: ReadStatus
-    next_offset: int
-    min_offset: int
-    max_offset: int
-    base_offset: int = 0
-    data: bytes = b""
-    sizes: Int32Array | None = None
-    store_timestamps: np.ndarray | None = None
-
-    @property
-    def count(self) -> int:
-        return 0 if self.sizes is None else int(self.sizes.shape[0])
 
 
 class MessageStore:

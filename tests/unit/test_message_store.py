@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from broker_stub.config import StoreConfig
-from broker_stub.store.message_store import MessageStore, ReadStatus
+from broker_stub.store.message_store import MessageStore
+from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.row_decode import decode_batch

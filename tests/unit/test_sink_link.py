@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from broker_stub.config import StoreConfig
-from broker_stub.store.message_store import CHECKPOINT_FILE, MessageStore, ReadStatus, StagedRecord
+from broker_stub.store.message_store import CHECKPOINT_FILE, MessageStore
 from broker_stub.store.sink_staging import ChunkInfo, SinkStaging, read_chunk, scan_staged
+from broker_stub.store.store_results import ReadStatus, StagedRecord
 from staticmq_spark.errors import ConflictError
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.row_decode import decode_batch

@@ -18,7 +18,8 @@ from typing import Any
 from broker_stub.broker.pop.records import Record, RecordFormatError, decode_row, pack_rows
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.store.atomic_file import atomic_write_json, read_json
-from broker_stub.store.message_store import MessageStore, ReadStatus
+from broker_stub.store.message_store import MessageStore
+from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import DataDirError
 from staticmq_spark.protocol.topic import TopicConfig
 

@@ -16,7 +16,8 @@ from broker_stub.broker.static_topic_service import StaticTopicService
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.mapping_files import MappingFiles
-from broker_stub.store.message_store import MessageStore, ReadStatus
+from broker_stub.store.message_store import MessageStore
+from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import InvalidArgumentError, TopicNotFoundError
 from staticmq_spark.mapping import Chain
 from staticmq_spark.protocol.codec import PackedBatch, take_rows

@@ -1,0 +1,54 @@
+"""What the message store answers: the status of a read, and append / read / staged-record values."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from staticmq_spark.protocol.codec import Int32Array
+
+
+class ReadStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    OFFSET_OVERFLOW = "OFFSET_OVERFLOW"
+
+
+@dataclass(frozen=True, slots=True)
+class StagedRecord:
+    """A staged record (FLAG_STAGED) that `link` makes visible: the file it is in (an index into
+    link's `files`), its offset there, where its rows start (from the record start), and its
+    message sizes."""
+
+    source: int
+    offset: int
+    rows_offset: int
+    sizes: Int32Array
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    count: int
+    store_timestamp: int
+    duplicate: bool = False
+    end_pos: int = 0  # commit-log position after the record: durable once flushed past it
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    status: ReadStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    base_offset: int = 0
+    data: bytes = b""
+    sizes: Int32Array | None = None
+    store_timestamps: np.ndarray | None = None
+
+    @property
+    def count(self) -> int:
+        return 0 if self.sizes is None else int(self.sizes.shape[0])
