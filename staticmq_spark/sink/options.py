@@ -19,16 +19,29 @@ from pyspark.sql.types import (
 
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.option_table import Option, OptionTable
 
-SINK_OPTIONS = {
-    "namesrv": "HOST:PORT of the name server(s), ';'-separated; rocketmq://HOST:PORT[;HOST:PORT] for Apache RocketMQ",
-    "topic": "the static topic to write",
-    "orderstrategy": "strict (a keyed row waits for its queue) or best-tried (default: the topic's, else best-tried)",
-    "sendtimeoutms": "positive integer: how long a row keeps trying its queue (strict) before the task fails",
-    "activedetection": "true or false: probe brokers to skip unreachable ones for keyless rows",
-    "requestbytes": "positive integer: bytes per staging request",
-}
-IGNORED = {"path", "checkpointlocation", "queryname"}  # keys Spark itself adds
+SINK_OPTIONS = OptionTable(
+    "sink",
+    [
+        Option(
+            "namesrv",
+            "text",
+            "name server HOST:PORT, several separated by ';'; rocketmq://HOST:PORT[;HOST:PORT] for Apache RocketMQ",
+            required=True,
+        ),
+        Option("topic", "text", "the static topic to write", required=True),
+        Option(
+            "orderStrategy",
+            "choice",
+            "strict (a keyed row waits for its queue) or best-tried (default: the topic's, else best-tried)",
+            choices=("strict", "best-tried"),
+        ),
+        Option("sendTimeoutMs", "positive", "how long a row keeps trying its queue", default="60000"),
+        Option("activeDetection", "bool", "probe brokers so keyless rows skip unreachable ones", default="true"),
+        Option("requestBytes", "positive", "bytes per staging request", default=str(8 << 20)),
+    ],
+)
 COLUMNS = {
     "key": "string: the logic queue is hash(key) mod totalQueues",
     "value": "string or binary (required): the message body",
@@ -49,42 +62,15 @@ class SinkOptions:
 
 
 def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
-    opts = {str(k).lower(): str(v) for k, v in raw.items() if str(k).lower() not in IGNORED}
-    unknown = sorted(set(opts) - set(SINK_OPTIONS))
-    if unknown:
-        raise InvalidOptionError(
-            f"unknown staticmq sink option(s) {unknown}; accepted: "
-            + ", ".join(f"{k} ({v})" for k, v in SINK_OPTIONS.items())
-        )
-    for required in ("namesrv", "topic"):
-        if not opts.get(required):
-            raise InvalidOptionError(f"sink option {required!r} is required: {SINK_OPTIONS[required]}")
-    order = opts.get("orderstrategy")
-    if order is not None and order not in ("strict", "best-tried"):
-        raise InvalidOptionError(f"sink option 'orderStrategy' must be strict or best-tried, got {order!r}")
-    detection = opts.get("activedetection", "true").strip().lower()
-    if detection not in ("true", "false"):
-        raise InvalidOptionError(f"sink option 'activeDetection' must be true or false, got {detection!r}")
+    opts = SINK_OPTIONS.parse(raw)
     return SinkOptions(
-        namesrv=str(parse_address(opts["namesrv"])),
-        topic=opts["topic"],
-        order=order,
-        send_timeout_ms=_positive(opts, "sendtimeoutms", 60_000),
-        active_detection=detection == "true",
-        request_bytes=_positive(opts, "requestbytes", 8 << 20),
+        namesrv=str(parse_address(opts.text("namesrv"))),
+        topic=opts.text("topic"),
+        order=opts.choice("orderStrategy"),
+        send_timeout_ms=opts.positive("sendTimeoutMs") or 60_000,
+        active_detection=opts.flag("activeDetection"),
+        request_bytes=opts.positive("requestBytes") or 8 << 20,
     )
-
-
-def _positive(opts: dict[str, str], name: str, default: int) -> int:
-    if name not in opts:
-        return default
-    try:
-        value = int(opts[name])
-    except ValueError:
-        raise InvalidOptionError(f"sink option {name!r} must be a positive integer, got {opts[name]!r}") from None
-    if value <= 0:
-        raise InvalidOptionError(f"sink option {name!r} must be a positive integer, got {value}")
-    return value
 
 
 def check_input_schema(schema: StructType) -> None:
