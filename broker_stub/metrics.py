@@ -10,18 +10,20 @@ process-wide default registry is the broker's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
 
 if TYPE_CHECKING:
     _ServerInterceptor = grpc.ServerInterceptor[Any, Any]
 else:
     _ServerInterceptor = grpc.ServerInterceptor  # not subscriptable at run time
 
+MaxOffset = Callable[[str, int], int | None]  # (topic, physical queue) -> next offset, None if absent
 REQUESTS = Counter("staticmq_requests", "RPCs served, by method and gRPC status", ["method", "code"])
 REQUEST_SECONDS = Histogram(
     "staticmq_request_seconds",
@@ -58,6 +60,32 @@ def watch_store_size(store_dir: Path) -> None:
         return float(sum(p.stat().st_size for p in store_dir.rglob("*") if p.is_file()))
 
     Gauge("staticmq_store_bytes", "Bytes of the broker's store on disk").set_function(size)
+
+
+class ConsumerLagCollector:
+    """`staticmq_consumer_lag{group,topic,queue}` at each scrape: messages stored in one of this
+    broker's physical queues after a group's committed offset there (for a static topic, the
+    segment of the logic queue held here; `staticmq admin consumerProgress` adds the segments up)."""
+
+    def __init__(self, committed: Callable[[], Iterable[tuple[str, str, int, int]]], max_offset: MaxOffset) -> None:
+        self._committed = committed
+        self._max_offset = max_offset
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "staticmq_consumer_lag",
+            "Messages after the group's committed offset, per physical queue of this broker",
+            labels=["group", "topic", "queue"],
+        )
+        for group, topic, queue, offset in self._committed():
+            end = self._max_offset(topic, queue)
+            if end is not None:
+                family.add_metric([group, topic, str(queue)], float(max(0, end - offset)))
+        yield family
+
+
+def watch_consumer_lag(committed: Callable[[], Iterable[tuple[str, str, int, int]]], max_offset: MaxOffset) -> None:
+    REGISTRY.register(ConsumerLagCollector(committed, max_offset))  # type: ignore[arg-type]
 
 
 def serve_metrics(host: str, port: int | None) -> str | None:

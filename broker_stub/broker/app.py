@@ -115,6 +115,15 @@ class BrokerApp:
             except OSError:
                 log.exception("persisting consumer offsets failed")
 
+    def committed_offsets(self) -> list[tuple[str, str, int, int]]:
+        """(group, topic, physical queue, offset) of every commit stored here."""
+        return [(e.group, e.topic, e.queue_id, e.offset) for e in self.offsets.list()]
+
+    def physical_max_offset(self, topic: str, queue_id: int) -> int | None:
+        if queue_id not in self.store.queues_of(topic):
+            return None
+        return self.store.offsets(topic, queue_id)[1]
+
     def close(self) -> None:
         self._stop.set()
         if self._registration is not None:

@@ -13,7 +13,7 @@ from broker_stub.broker.consume_servicer import ConsumeServicer
 from broker_stub.broker.servicer import BrokerServicer, RawStageRows
 from broker_stub.config import BrokerConfig
 from broker_stub.grpc_server import start_server, wait_for_termination, write_ready_file
-from broker_stub.metrics import MetricsInterceptor, serve_metrics, watch_store_size
+from broker_stub.metrics import MetricsInterceptor, serve_metrics, watch_consumer_lag, watch_store_size
 from staticmq_spark.protocol.pb import consume_pb2_grpc
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 
@@ -49,6 +49,7 @@ def run_broker(config: BrokerConfig, ready_file: Path | None = None) -> None:
     addr = f"{config.host}:{port}"
     app.serve_at(addr)
     watch_store_size(config.data_dir / "store")
+    watch_consumer_lag(app.committed_offsets, app.physical_max_offset)
     metrics_addr = serve_metrics(config.host, config.metrics_port)
     log.info("broker %s serving at %s (flush=%s, metrics %s)", config.name, addr, config.store.flush, metrics_addr)
     write_ready_file(ready_file, {"name": config.name, "addr": addr, "metrics": metrics_addr})

@@ -40,6 +40,8 @@ def test_brokers_and_name_server_serve_metrics_of_their_traffic(tmp_path: Path) 
         with PullConsumer(cluster.namesrv) as consumer:
             pulled = consumer.pull("metered", 0, 0, max_messages=100, broker=result.broker)
         assert pulled.count == 50
+        with PullConsumer(cluster.namesrv, group="lagging") as consumer:
+            consumer.commit("metered", 0, 20, broker=result.broker)
         text = scrape(cluster.ready_info()["brokers"][result.broker]["metrics"])
         assert value(text, "staticmq_messages_in_total", topic="metered") == 50
         bytes_in = value(text, "staticmq_bytes_in_total", topic="metered")
@@ -50,5 +52,6 @@ def test_brokers_and_name_server_serve_metrics_of_their_traffic(tmp_path: Path) 
         assert value(text, "staticmq_request_seconds_count", method="Send") >= 1
         assert value(text, "staticmq_flush_seconds_count") >= 1, "flush=sync fsyncs every send"
         assert value(text, "staticmq_store_bytes") > 5000
+        assert value(text, "staticmq_consumer_lag", group="lagging", topic="metered", queue="0") == 30
         names = scrape(info["namesrvMetrics"])
         assert value(names, "staticmq_requests_total", code="OK", method="RegisterBroker") >= 2
