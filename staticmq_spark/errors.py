@@ -23,6 +23,7 @@
     ├── QueueUnavailableError (retriable) a logic queue whose broker is down
     ├── BrokerUnavailableError (retriable) a broker or name server that cannot be reached
     │   └── NameServerUnreachableError   (not retriable) a name server address that never answered
+    ├── DiskFullError (retriable)        the broker's disk is full (RESOURCE_EXHAUSTED)
     ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
     └── InternalError                    a fault inside the broker (a bug: reported, never hidden)
 
@@ -149,6 +150,15 @@ class NameServerUnreachableError(BrokerUnavailableError):
 
     code = "NAMESRV_UNREACHABLE"
     retriable = False
+
+
+class DiskFullError(StaticMQError):
+    """The broker's disk is full: nothing was stored; another broker (keyless rows) or a later
+    retry may succeed."""
+
+    code = "DISK_FULL"
+    grpc_status = "RESOURCE_EXHAUSTED"
+    retriable = True
 
 
 class LockHeldError(StaticMQError):

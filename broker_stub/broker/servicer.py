@@ -11,7 +11,7 @@ from broker_stub.broker.app import BrokerApp
 from broker_stub.broker.message_service import PullOutcome, PullQuery, QueueOffsetInfo
 from broker_stub.broker.sink_service import SinkService
 from broker_stub.rpc_errors import rpc_method
-from staticmq_spark.errors import InvalidArgumentError, StaticTopicRefusedError
+from staticmq_spark.errors import InvalidArgumentError, QueueNotFoundError, StaticTopicRefusedError
 from staticmq_spark.mapping import TopicQueueMapping
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.names import validate_group
@@ -122,9 +122,16 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     @rpc_method
     def CommitOffset(self, request: pb.CommitOffsetRequest, context: grpc.ServicerContext) -> pb.Empty:
         validate_group(request.group)
-        self.app.topics.require(request.topic)
+        cfg = self.app.topics.require(request.topic)
         if request.offset < 0:
             raise InvalidArgumentError(f"committed offset must be >= 0, got {request.offset}")
+        logic = cfg.is_static and not request.physical
+        queues = cfg.total_queues if logic else max(cfg.read_queues, cfg.write_queues)
+        if not 0 <= request.queue_id < queues:
+            kind = "logic queues" if logic else "queues on this broker"
+            raise QueueNotFoundError(
+                f"topic {request.topic!r} has {queues} {kind}: queue {request.queue_id} does not exist"
+            )
         if self.app.static.is_static(request.topic) and not request.physical:
             self.app.static.commit_offset(request.group, request.topic, request.queue_id, request.offset)
         else:

@@ -40,6 +40,7 @@ from staticmq_spark.errors import (
     DataLossError,
     InvalidArgumentError,
     NotLeaderError,
+    QueueNotFoundError,
     StaticTopicRefusedError,
 )
 from staticmq_spark.protocol.codec import PackedBatch
@@ -88,6 +89,9 @@ class SinkService:
         if not self._app.static.is_static(req.topic):
             raise StaticTopicRefusedError(f"topic {req.topic!r} is not a static topic: the sink writes static topics")
         mapping = self._app.mapping_files.get(req.topic)
+        if mapping is not None and not 0 <= req.queue_id < mapping.total_queues:
+            total = mapping.total_queues
+            raise QueueNotFoundError(f"static topic {req.topic!r} has {total} logic queues: no queue {req.queue_id}")
         if mapping is None or not mapping.leads(req.queue_id):
             raise NotLeaderError(
                 f"{self._app.name} does not lead logic queue {req.queue_id} of {req.topic!r}: refresh the route"

@@ -31,4 +31,10 @@ def test_unknown_code_maps_to_the_base_class() -> None:
 
 def test_retriable_errors_are_the_transient_ones() -> None:
     retriable = {c.__name__ for c in _classes() if c.retriable}
-    assert retriable == {"NotLeaderError", "QueueUnavailableError", "BrokerUnavailableError", "LockHeldError"}
+    assert retriable == {
+        "NotLeaderError",
+        "QueueUnavailableError",
+        "BrokerUnavailableError",
+        "LockHeldError",
+        "DiskFullError",
+    }
