@@ -35,6 +35,7 @@ MESSAGES_IN = Counter("staticmq_messages_in", "Messages appended, by topic", ["t
 BYTES_IN = Counter("staticmq_bytes_in", "Bytes of messages appended (bodies, keys, tags, properties)", ["topic"])
 MESSAGES_OUT = Counter("staticmq_messages_out", "Messages read by pulls and pops, by topic", ["topic"])
 BYTES_OUT = Counter("staticmq_bytes_out", "Bytes of messages read by pulls and pops", ["topic"])
+CORRUPT_RECORDS = Counter("staticmq_corrupt_records", "Commit-log records found damaged on read (never served)")
 FLUSH_SECONDS = Histogram(
     "staticmq_flush_seconds",
     "Time of one commit-log fsync",

@@ -23,6 +23,7 @@
     ├── QueueUnavailableError (retriable) a logic queue whose broker is down
     ├── BrokerUnavailableError (retriable) a broker or name server that cannot be reached
     │   └── NameServerUnreachableError   (not retriable) a name server address that never answered
+    ├── DataCorruptError                 a stored record failed its checksum: never served
     ├── DiskFullError (retriable)        the broker's disk is full (RESOURCE_EXHAUSTED)
     ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
     └── InternalError                    a fault inside the broker (a bug: reported, never hidden)
@@ -150,6 +151,13 @@ class NameServerUnreachableError(BrokerUnavailableError):
 
     code = "NAMESRV_UNREACHABLE"
     retriable = False
+
+
+class DataCorruptError(StaticMQError):
+    """A stored record failed its checksum: it is never served (the read names file and offset)."""
+
+    code = "DATA_CORRUPT"
+    grpc_status = "DATA_LOSS"
 
 
 class DiskFullError(StaticMQError):

@@ -6,6 +6,11 @@ written elsewhere (a sink staging file) can be adopted as the next segment, by r
 are not written twice; appends then continue in a new segment after it. Appends are serialised
 by the caller (the message store's append lock); reads take a snapshot of the segment list and
 never block appends.
+
+Every record's CRC is checked before any of its bytes is served: each segment keeps a frontier
+below which its records were verified (records this process appended count as verified); a read
+past the frontier first checks the records up to it. A damaged record stops the read with
+DataCorruptError naming the file and the byte offset, a log line and a metric.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from broker_stub.metrics import FLUSH_SECONDS
+from broker_stub.metrics import CORRUPT_RECORDS, FLUSH_SECONDS
 from broker_stub.store.atomic_file import fsync_dir, pwrite_all
 from broker_stub.store.record import HEADER_SIZE, RecordError, RecordHeader, decode_header, parse_record
 from broker_stub.store.retired_fds import RetiredFds
+from staticmq_spark.errors import DataCorruptError
 from staticmq_spark.protocol.codec import Int32Array, Int64Array, ranges_to_indices
 
 log = logging.getLogger(__name__)
@@ -45,10 +51,20 @@ class Segment:
     size: int
     mtime: float = field(default_factory=time.time)
     sealed: bool = False  # adopted: appends go to a new segment after it
+    verified: int = -1  # records in [base, verified) were checked (-1: from base on, none)
+    damaged: list[tuple[int, int]] = field(default_factory=list)  # checked records that failed
+
+    def __post_init__(self) -> None:
+        if self.verified < 0:
+            self.verified = self.base
 
     @property
     def end(self) -> int:
         return self.base + self.size
+
+
+def _where(seg: Segment, pos: int) -> str:
+    return f"commit log file {seg.path} at byte {pos - seg.base} (log position {pos})"
 
 
 class CommitLog:
@@ -60,6 +76,7 @@ class CommitLog:
         self._unsynced: set[Segment] = set()
         self._unsynced_lock = threading.Lock()
         self._retired = retired
+        self._verify_lock = threading.Lock()
 
     # ------------------------------------------------------------------ open / recover
 
@@ -171,6 +188,9 @@ class CommitLog:
         pos = seg.end
         pwrite_all(seg.fd, parts, seg.size)
         seg.size += total
+        with self._verify_lock:
+            if seg.verified == pos:  # written from memory just now: nothing to check
+                seg.verified = pos + total
         seg.mtime = time.time()
         with self._unsynced_lock:
             self._unsynced.add(seg)
@@ -239,7 +259,49 @@ class CommitLog:
         seg = self._segment_at(pos)
         head = os.pread(seg.fd, HEADER_SIZE, pos - seg.base)
         total = decode_header(head, seg.end - pos)[0]
+        self._verify_to(seg, pos + total)
+        if seg.damaged:
+            self._refuse_damaged(seg, np.array([pos], dtype=np.int64), np.array([pos + total], dtype=np.int64))
         return os.pread(seg.fd, total, pos - seg.base)
+
+    def _verify_to(self, seg: Segment, upto: int) -> None:
+        """Check the CRC of every record of `seg` below `upto` not checked yet. A record whose CRC
+        fails but whose length is readable is remembered as damaged and skipped; one whose header
+        is unreadable ends what can be checked (nothing after it is served)."""
+        if seg.verified >= upto:
+            return
+        with self._verify_lock:
+            p = seg.verified
+            while p < upto:
+                try:
+                    _, _, total = self._check_record(seg, p)
+                except (RecordError, OSError, ValueError) as exc:
+                    length = self._readable_length(seg, p)
+                    where = _where(seg, p)
+                    CORRUPT_RECORDS.inc()
+                    log.error("damaged record in %s: %s; it is not served", where, exc)
+                    if length is None:
+                        seg.verified = max(seg.verified, p)
+                        raise DataCorruptError(
+                            f"damaged record in {where}: {exc}; it and what follows in this file are not served"
+                        ) from None
+                    seg.damaged.append((p, p + length))
+                    total = length
+                p += total
+            seg.verified = max(seg.verified, p)
+
+    def _readable_length(self, seg: Segment, pos: int) -> int | None:
+        try:
+            total = decode_header(os.pread(seg.fd, HEADER_SIZE, pos - seg.base), seg.end - pos)[0]
+        except (RecordError, OSError, ValueError):
+            return None
+        return total if 0 < total <= seg.end - pos else None
+
+    def _refuse_damaged(self, seg: Segment, pos: Int64Array, end: Int64Array) -> None:
+        for lo, hi in seg.damaged:
+            hit = np.flatnonzero((pos < hi) & (end > lo))
+            if hit.size:
+                raise DataCorruptError(f"damaged record in {_where(seg, lo)}: its CRC does not match; it is not served")
 
     def _segment_at(self, pos: int) -> Segment:
         segs = self._segments
@@ -258,6 +320,14 @@ class CommitLog:
         if int(seg_idx[0]) < 0:
             raise DataGoneError(f"position {int(pos[0])} was removed by retention")
         end = pos + size.astype(np.int64)
+        touched = np.unique(seg_idx)
+        for s in touched.tolist():
+            mine = seg_idx == s
+            upto = int(end[mine].max())
+            if segs[s].verified < upto:
+                self._verify_to(segs[s], upto)
+            if segs[s].damaged:
+                self._refuse_damaged(segs[s], pos[mine], end[mine])
         brk = np.flatnonzero((pos[1:] != end[:-1]) | (seg_idx[1:] != seg_idx[:-1])) + 1
         starts = np.concatenate(([0], brk))
         stops = np.concatenate((brk, [n]))
