@@ -114,6 +114,24 @@ class CommitLog:
                 yield p, header, sizes
                 p += total
 
+    def scan(self, from_pos: int) -> Iterator[tuple[int, RecordHeader, Int32Array]]:
+        """Every record from `from_pos` on, CRC-checked, changing nothing: a damaged record whose
+        length is readable is skipped, an unreadable one ends its segment."""
+        for seg in list(self._segments):
+            p = max(from_pos, seg.base)
+            while p < seg.end:
+                try:
+                    header, sizes, total = self._check_record(seg, p)
+                except (RecordError, OSError, ValueError) as exc:
+                    length = self._readable_length(seg, p)
+                    log.error("commit log scan: damaged record in %s: %s", _where(seg, p), exc)
+                    if length is None:
+                        break
+                    p += length
+                    continue
+                yield p, header, sizes
+                p += total
+
     def walk_headers(self, last_bytes: int, stop: int) -> Iterator[tuple[int, RecordHeader]]:
         """Record headers (no CRC check) of the newest segments holding at least `last_bytes`
         (at least the newest segment), below `stop`."""

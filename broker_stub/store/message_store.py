@@ -6,11 +6,11 @@ Invariants:
   it under the same lock, so readers never see an entry whose bytes are not written;
 - with flush=sync, `append` returns only once the record is fsynced;
 - the checkpoint's `cq_safe_pos` is a record boundary below which every consume-queue entry is
-  on disk: recovery verifies (CRC) and re-dispatches only the records from there on;
+  on disk: recovery verifies (CRC) and re-dispatches only the records from there on; a queue
+  with an impossible entry, or shorter than the checkpoint's `queues` says, is rebuilt;
 - `link` (the sink's write-once commit) adopts staging files as segments and appends one link
-  record naming the staged records that become visible, then their consume-queue entries,
-  under the same lock: consume-queue positions stay increasing, and recovery re-dispatches a
-  link record like a plain one.
+  record naming the staged records that become visible, then their consume-queue entries, under
+  the same lock; recovery re-dispatches a link record like a plain one.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ from broker_stub.store.commit_log import CommitLog, DataGoneError
 from broker_stub.store.consume_queue import ConsumeQueue, entries_for
 from broker_stub.store.group_commit import GroupCommit
 from broker_stub.store.idempotency import IdempotencyIndex, StoredBatch
+from broker_stub.store.queue_check import queues_to_rebuild, rebuild_from_log
 from broker_stub.store.record import FLAG_LINK, FLAG_STAGED, LINK_ENTRY, RecordHeader, encode_link, encode_record
 from broker_stub.store.redispatch import Redispatcher
 from broker_stub.store.retired_fds import RetiredFds
-from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord
+from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord, duplicate_of
 from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import PackedBatch
 
@@ -85,6 +86,11 @@ class MessageStore:
             self._remember_key(header)
             self._last_store_ts = max(self._last_store_ts, header.store_timestamp)
         valid_end = self._log.written_pos
+        damaged = queues_to_rebuild(
+            self._queues, checkpoint.get("queues") or {}, valid_end, self.config.max_batch_bytes
+        )
+        if damaged:  # an index that lies: rebuilt from the commit log, so nothing hides or is reused
+            rebuild_from_log(self._log, damaged, self._queues, Redispatcher(self._log, self._uids, self._queue))
         for cq in self._queues.values():
             cq.truncate_beyond(valid_end)
             cq.advance_min(self._log.min_pos)
@@ -192,7 +198,7 @@ class MessageStore:
             if idempotency_key:
                 seen = self._idempotency.get(idempotency_key)
                 if seen is not None:
-                    return self._duplicate(seen, topic, queue_id, batch)
+                    return duplicate_of(seen, topic, queue_id, batch.count)
             cq = self._queue(topic, queue_id)
             base = cq.max_offset
             now = max(int(time.time() * 1000), self._last_store_ts)
@@ -293,9 +299,7 @@ class MessageStore:
         """The commit-log file of the segment starting at `base` (e.g. one `link` adopted)."""
         return self._log.segment_file(base)
 
-    @property
-    def log_directory(self) -> Path:
-        return self._dir / "commitlog"
+    log_directory = property(lambda self: self._dir / "commitlog")
 
     def stored_key(self, key: bytes) -> StoredBatch | None:
         """What a batch sent with this idempotency key became, if it is still remembered."""
@@ -305,15 +309,6 @@ class MessageStore:
         """With flush=sync: return once the commit log is fsynced up to `end_pos`."""
         if self.config.flush == "sync":
             self._group_commit.wait(end_pos)
-
-    @staticmethod
-    def _duplicate(seen: StoredBatch, topic: str, queue_id: int, batch: PackedBatch) -> AppendResult:
-        if (seen.topic, seen.queue_id, seen.count) != (topic, queue_id, batch.count):
-            raise InvalidBatchError(
-                f"idempotency key reused for a different batch (first stored as {seen.count} messages "
-                f"in {seen.topic}/{seen.queue_id}, now {batch.count} messages for {topic}/{queue_id})"
-            )
-        return AppendResult(seen.base_offset, seen.count, seen.store_timestamp, duplicate=True)
 
     def _remember_key(self, header: RecordHeader) -> None:
         if header.attrs and header.flags != FLAG_STAGED and self._uids.get(header.topic) == header.topic_uid:
@@ -375,13 +370,18 @@ class MessageStore:
         with self._append_lock:
             safe = self._log.written_pos
             queues = list(self._queues.values())
+            ends = {f"{t}/{q}": cq.max_offset for (t, q), cq in self._queues.items()}
         for cq in queues:
             cq.sync()
         self._group_commit.wait(safe)
-        self._write_checkpoint(safe)
+        self._write_checkpoint(safe, ends)
 
-    def _write_checkpoint(self, safe: int) -> None:
-        atomic_write_json(self._dir / CHECKPOINT_FILE, {"cq_safe_pos": safe, "written_at": int(time.time() * 1000)})
+    def _write_checkpoint(self, safe: int, ends: dict[str, int] | None = None) -> None:
+        """The safe position, and each queue's end there (a shorter queue at start is damaged)."""
+        ends = ends if ends is not None else {f"{t}/{q}": cq.max_offset for (t, q), cq in self._queues.items()}
+        atomic_write_json(
+            self._dir / CHECKPOINT_FILE, {"cq_safe_pos": safe, "written_at": int(time.time() * 1000), "queues": ends}
+        )
 
     def run_retention(self) -> None:
         """Delete expired commit-log segments and advance the queues' min offsets."""

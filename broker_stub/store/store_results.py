@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from broker_stub.store.idempotency import StoredBatch
+from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import Int32Array
 
 
@@ -52,3 +54,13 @@ class ReadResult:
     @property
     def count(self) -> int:
         return 0 if self.sizes is None else int(self.sizes.shape[0])
+
+
+def duplicate_of(seen: StoredBatch, topic: str, queue_id: int, count: int) -> AppendResult:
+    """The answer to a batch resent with an idempotency key already stored."""
+    if (seen.topic, seen.queue_id, seen.count) != (topic, queue_id, count):
+        raise InvalidBatchError(
+            f"idempotency key reused for a different batch (first stored as {seen.count} messages "
+            f"in {seen.topic}/{seen.queue_id}, now {count} messages for {topic}/{queue_id})"
+        )
+    return AppendResult(seen.base_offset, seen.count, seen.store_timestamp, duplicate=True)
