@@ -23,6 +23,7 @@
     ├── QueueUnavailableError (retriable) a logic queue whose broker is down
     ├── BrokerUnavailableError (retriable) a broker or name server that cannot be reached
     │   └── NameServerUnreachableError   (not retriable) a name server address that never answered
+    ├── AccessDeniedError                the cluster refused the caller's credentials
     ├── DataCorruptError                 a stored record failed its checksum: never served
     ├── DiskFullError (retriable)        the broker's disk is full (RESOURCE_EXHAUSTED)
     ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
@@ -151,6 +152,13 @@ class NameServerUnreachableError(BrokerUnavailableError):
 
     code = "NAMESRV_UNREACHABLE"
     retriable = False
+
+
+class AccessDeniedError(StaticMQError):
+    """The cluster refused the caller's credentials (none, wrong, or without the permission)."""
+
+    code = "ACCESS_DENIED"
+    grpc_status = "PERMISSION_DENIED"
 
 
 class DataCorruptError(StaticMQError):

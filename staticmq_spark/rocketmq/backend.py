@@ -19,7 +19,7 @@ from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
 from staticmq_spark.mapping import Chain
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError, TopicRoute
+from staticmq_spark.rocketmq.remoting import Credentials, PullAnswer, RemotingClient, RocketMQError, TopicRoute
 from staticmq_spark.rocketmq.stored_messages import decode_stored
 
 log = logging.getLogger(__name__)
@@ -35,9 +35,11 @@ class RocketMQAccess:
 
     capabilities = Capabilities(two_phase_staging=False, pop=False)
 
-    def __init__(self, address: ClusterAddress, client: RemotingClient | None = None) -> None:
+    def __init__(
+        self, address: ClusterAddress, client: RemotingClient | None = None, credentials: Credentials | None = None
+    ) -> None:
         self.address = address
-        self.client = client or RemotingClient(address.hosts)
+        self.client = client or RemotingClient(address.hosts, credentials=credentials)
         self._masters: dict[str, str] = {}
         self._routes: dict[str, TopicRoute] = {}
         self._lock = threading.Lock()

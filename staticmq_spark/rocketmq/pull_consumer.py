@@ -18,7 +18,7 @@ from staticmq_spark.errors import QueueNotFoundError
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.route_view import QueueAddress
 from staticmq_spark.rocketmq.backend import RocketMQAccess
-from staticmq_spark.rocketmq.remoting import DEFAULT_PULL_GROUP, RemotingClient
+from staticmq_spark.rocketmq.remoting import DEFAULT_PULL_GROUP, Credentials, RemotingClient
 from staticmq_spark.rocketmq.stored_messages import decode_stored
 
 MOCK_BROKER = "__syslo__global__"
@@ -31,13 +31,16 @@ class RocketMQPullConsumer:
         *,
         group: str = "",
         request_timeout_s: float = 15.0,
+        credentials: Credentials | None = None,
         **_ignored: Any,
     ) -> None:
+        """`credentials`: the cluster's ACL keys (default: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
         if group:
             validate_group(group)
         self.group = group
         address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
-        self.access = RocketMQAccess(address, RemotingClient(address.hosts, timeout_s=request_timeout_s))
+        client = RemotingClient(address.hosts, credentials=credentials, timeout_s=request_timeout_s)
+        self.access = RocketMQAccess(address, client)
 
     def queues(self, topic: str, refresh: bool = False) -> list[QueueAddress]:
         route = self.access.route(topic, refresh)

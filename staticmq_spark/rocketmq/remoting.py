@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import random
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import (
+    AccessDeniedError,
     BrokerUnavailableError,
     InvalidArgumentError,
     NotLeaderError,
@@ -58,6 +60,19 @@ class Credentials:
         content = "".join(ext[k] for k in sorted(ext) if k != "Signature").encode() + body
         digest = hmac.new(self.secret_key.encode(), content, hashlib.sha1).digest()
         ext["Signature"] = base64.b64encode(digest).decode()
+
+
+ACCESS_KEY_ENV = "ROCKETMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "ROCKETMQ_SECRET_KEY"
+
+
+def credentials_from(access_key: str = "", secret_key: str = "") -> Credentials | None:
+    """Keys given, else ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY from the environment, else None."""
+    access_key = access_key or os.environ.get(ACCESS_KEY_ENV, "")
+    secret_key = secret_key or os.environ.get(SECRET_KEY_ENV, "")
+    if bool(access_key) != bool(secret_key):
+        raise InvalidArgumentError("RocketMQ credentials need both an access key and a secret key")
+    return Credentials(access_key, secret_key) if access_key else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +166,7 @@ class RemotingClient:
         if not namesrv:
             raise InvalidArgumentError("a RocketMQ client needs at least one name server address")
         self.namesrv = namesrv
-        self.credentials = credentials
+        self.credentials = credentials if credentials is not None else credentials_from()
         self.timeout_s = timeout_s
         self.pool = ConnectionPool()
 
@@ -390,6 +405,11 @@ def _check(resp: RemotingCommand, what: str) -> None:
     text = f"RocketMQ refused the {what}: {code_name(resp.code)} ({resp.code}): {resp.remark or ''}".rstrip(": ")
     if resp.code == ResponseCode.NOT_LEADER_FOR_QUEUE:
         raise NotLeaderError(text)
+    if resp.code == ResponseCode.NO_PERMISSION:
+        raise AccessDeniedError(
+            f"{text} (give the cluster's keys: the accessKey/secretKey options, or {ACCESS_KEY_ENV} and "
+            f"{SECRET_KEY_ENV} in the environment)"
+        )
     if resp.code == ResponseCode.TOPIC_NOT_EXIST:
         raise TopicNotFoundError(text)
     if resp.code in (ResponseCode.SYSTEM_BUSY, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.GO_AWAY):

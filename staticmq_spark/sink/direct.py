@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -22,9 +23,12 @@ from pyspark.sql.datasource import WriterCommitMessage
 from staticmq_spark.client.targets import KEYLESS
 from staticmq_spark.sink.options import SinkOptions
 
+if TYPE_CHECKING:
+    from staticmq_spark.rocketmq.producer import RocketMQProducer
+
 log = logging.getLogger(__name__)
 ROW_ID = "staticmq_row_id"
-_PRODUCERS: dict[str, object] = {}
+_PRODUCERS: dict[tuple[str, str, str], RocketMQProducer] = {}
 _LOCK = threading.Lock()
 
 
@@ -36,13 +40,16 @@ class DirectCommitMessage(WriterCommitMessage):
         self.rows = rows
 
 
-def _producer(namesrv: str):  # type: ignore[no-untyped-def]
+def _producer(opts: SinkOptions) -> RocketMQProducer:
     from staticmq_spark.rocketmq.producer import RocketMQProducer
+    from staticmq_spark.rocketmq.remoting import credentials_from
 
+    key = (opts.namesrv, opts.access_key, opts.secret_key)
     with _LOCK:
-        producer = _PRODUCERS.get(namesrv)
+        producer = _PRODUCERS.get(key)
         if producer is None:
-            producer = _PRODUCERS[namesrv] = RocketMQProducer(namesrv)
+            credentials = credentials_from(opts.access_key, opts.secret_key)
+            producer = _PRODUCERS[key] = RocketMQProducer(opts.namesrv, credentials=credentials)
         return producer
 
 
@@ -78,7 +85,7 @@ def with_row_ids(props: pa.Array | None, ids: pa.Array) -> pa.Array:
 def write_direct(
     opts: SinkOptions, writer: str, batch: int, partition: int, iterator: Iterator[pa.RecordBatch]
 ) -> DirectCommitMessage:
-    producer = _producer(opts.namesrv)
+    producer = _producer(opts)
     rows = 0
     for rb in iterator:
         if not rb.num_rows:
@@ -89,7 +96,7 @@ def write_direct(
         queues = None
         if "queueId" in names:
             queues = np.asarray(col("queueId").cast(pa.int64()).fill_null(KEYLESS).to_numpy(zero_copy_only=False))
-        producer.send_batch(  # type: ignore[attr-defined]
+        producer.send_batch(
             opts.topic,
             col("value"),
             keys=col("key") if "key" in names else None,

@@ -19,7 +19,7 @@ from pyspark.sql.types import (
 
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.option_table import Option, OptionTable
+from staticmq_spark.option_table import Option, OptionTable, ParsedOptions
 
 SINK_OPTIONS = OptionTable(
     "sink",
@@ -40,6 +40,8 @@ SINK_OPTIONS = OptionTable(
         Option("sendTimeoutMs", "positive", "how long a row keeps trying its queue", default="60000"),
         Option("activeDetection", "bool", "probe brokers so keyless rows skip unreachable ones", default="true"),
         Option("requestBytes", "positive", "bytes per staging request", default=str(8 << 20)),
+        Option("accessKey", "text", "Apache RocketMQ with ACL: the access key (default: $ROCKETMQ_ACCESS_KEY)"),
+        Option("secretKey", "text", "Apache RocketMQ with ACL: the secret key (default: $ROCKETMQ_SECRET_KEY)"),
     ],
 )
 COLUMNS = {
@@ -59,10 +61,13 @@ class SinkOptions:
     send_timeout_ms: int = 60_000
     active_detection: bool = True
     request_bytes: int = 8 << 20
+    access_key: str = ""
+    secret_key: str = ""
 
 
 def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
     opts = SINK_OPTIONS.parse(raw)
+    _keys_need_rocketmq(opts)
     return SinkOptions(
         namesrv=str(parse_address(opts.text("namesrv"))),
         topic=opts.text("topic"),
@@ -70,6 +75,8 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
         send_timeout_ms=opts.positive("sendTimeoutMs") or 60_000,
         active_detection=opts.flag("activeDetection"),
         request_bytes=opts.positive("requestBytes") or 8 << 20,
+        access_key=opts.text("accessKey"),
+        secret_key=opts.text("secretKey"),
     )
 
 
@@ -102,3 +109,8 @@ def check_input_schema(schema: StructType) -> None:
                 f"sink column {field.name!r} must be {COLUMNS[field.name].split(':')[0]}, "
                 f"not {field.dataType.simpleString()}"
             )
+
+
+def _keys_need_rocketmq(opts: ParsedOptions) -> None:
+    if ("accessKey" in opts or "secretKey" in opts) and parse_address(opts.text("namesrv")).scheme != "rocketmq":
+        raise InvalidOptionError("options 'accessKey'/'secretKey' apply to Apache RocketMQ (rocketmq://...) only")

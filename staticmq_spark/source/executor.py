@@ -18,16 +18,17 @@ from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
 
 log = logging.getLogger(__name__)
-_READERS: dict[str, ClusterAccess] = {}
+_READERS: dict[tuple[str, str, str], ClusterAccess] = {}
 _READERS_LOCK = threading.Lock()
 
 
-def cluster_for(namesrv: str) -> ClusterAccess:
-    """One cluster-access object per Python worker and address (read() gets only the partition)."""
+def cluster_for(namesrv: str, access_key: str = "", secret_key: str = "") -> ClusterAccess:
+    """One cluster-access object per Python worker, address and keys (read() gets only the partition)."""
+    key = (namesrv, access_key, secret_key)
     with _READERS_LOCK:
-        access = _READERS.get(namesrv)
+        access = _READERS.get(key)
         if access is None:
-            access = _READERS[namesrv] = open_cluster(namesrv)
+            access = _READERS[key] = open_cluster(namesrv, access_key, secret_key)
         return access
 
 
@@ -54,7 +55,7 @@ def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
     s = p.settings
-    access = cluster_for(s.namesrv)
+    access = cluster_for(s.namesrv, s.access_key, s.secret_key)
     schema = arrow_schema(s.include_properties)
     for seg in p.segments:
         offset = seg.physical_start

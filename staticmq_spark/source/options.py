@@ -57,6 +57,8 @@ SOURCE_OPTIONS = OptionTable(
         Option("group", "text", "consumer group: commit each finished micro-batch's offsets to the brokers"),
         Option("pullBatchSize", "positive", "messages per pull request (executors)", default="10000"),
         Option("retryTimeoutMs", "positive", "how long reads retry an unavailable broker", default="120000"),
+        Option("accessKey", "text", "Apache RocketMQ with ACL: the access key (default: $ROCKETMQ_ACCESS_KEY)"),
+        Option("secretKey", "text", "Apache RocketMQ with ACL: the secret key (default: $ROCKETMQ_SECRET_KEY)"),
     ],
 )
 
@@ -89,6 +91,8 @@ class SourceOptions:
     group: str = ""
     pull_batch_size: int = 10_000
     retry_timeout_ms: int = 120_000
+    access_key: str = ""
+    secret_key: str = ""
 
 
 def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -109,6 +113,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         raise InvalidOptionError(
             f"minMessagesPerTrigger ({min_rows}) is larger than maxMessagesPerTrigger ({max_rows})"
         )
+    _keys_need_rocketmq(opts)
     return SourceOptions(
         namesrv=str(parse_address(opts.text("namesrv"))),
         topic=topic,
@@ -123,6 +128,8 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         group=_group(opts.text("group")),
         pull_batch_size=opts.positive("pullBatchSize") or 10_000,
         retry_timeout_ms=opts.positive("retryTimeoutMs") or 120_000,
+        access_key=opts.text("accessKey"),
+        secret_key=opts.text("secretKey"),
     )
 
 
@@ -186,3 +193,8 @@ def _group(name: str) -> str:
         return validate_group(name)
     except InvalidArgumentError as exc:
         raise InvalidOptionError(f"option 'group': {exc.message}") from None
+
+
+def _keys_need_rocketmq(opts: ParsedOptions) -> None:
+    if ("accessKey" in opts or "secretKey" in opts) and parse_address(opts.text("namesrv")).scheme != "rocketmq":
+        raise InvalidOptionError("options 'accessKey'/'secretKey' apply to Apache RocketMQ (rocketmq://...) only")

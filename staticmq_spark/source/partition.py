@@ -26,6 +26,8 @@ class ReadSettings:
     fail_on_data_loss: bool
     pull_batch_size: int
     retry_timeout_ms: int
+    access_key: str = ""
+    secret_key: str = ""
 
 
 class QueuePartition(InputPartition):
