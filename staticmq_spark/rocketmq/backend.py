@@ -25,6 +25,7 @@ from staticmq_spark.rocketmq.stored_messages import decode_stored
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CREATE_SUBSCRIPTION_GROUP = 200
+SYSTEM_ERROR = 1
 HEART_BEAT = 34
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
 
@@ -142,17 +143,25 @@ class RocketMQAccess:
                 self._ahead.clear()
             self._ahead[(topic, bname, queue, offset)] = waiter
 
-    def on_leader(self, topic: str, queue: int, call: Callable[[str, str], T]) -> T:
-        """`call(bname, addr)` on the logic queue's leader; a stale route is refreshed on NOT_LEADER."""
-        for attempt in range(3):
-            bname, addr = self.route(topic, refresh=attempt > 0).leader_addr(queue)
+    def on_leader(self, topic: str, queue: int, call: Callable[[str, str], T], timeout_s: float = 10.0) -> T:
+        """`call(bname, addr)` on the logic queue's leader. A stale route (NOT_LEADER) is refreshed;
+        a leader that forwards to another segment's broker can fail for a while - right after a
+        broker starts (before its first metadata refresh it answers SYSTEM_ERROR "cannot find addr")
+        or while that broker is slow - so such answers are retried with back-off."""
+        deadline = time.monotonic() + timeout_s
+        delay, refresh = 0.1, False
+        while True:
+            bname, addr = self.route(topic, refresh=refresh).leader_addr(queue)
             try:
                 return call(bname, addr)
-            except NotLeaderError:
-                if attempt == 2:
+            except (NotLeaderError, BrokerUnavailableError, RocketMQError) as exc:
+                transient = not isinstance(exc, RocketMQError) or exc.response_code == SYSTEM_ERROR
+                if not transient or time.monotonic() + delay > deadline:
                     raise
-                time.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable")
+                log.info("%s/%d via %s: %s; retrying", topic, queue, bname, exc.message)
+                refresh = isinstance(exc, NotLeaderError | BrokerUnavailableError)
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
         return int(self.on_leader(topic, queue, lambda b, a: self.client.search_offset(a, topic, queue, timestamp_ms)))

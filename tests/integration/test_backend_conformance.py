@@ -93,6 +93,8 @@ def test_pull_in_the_hole_between_segments_points_at_the_next_segment(backend: B
             assert res.batch.column("queue_offset").to_pylist() == [10000, 10001, 10002]
         at_end = consumer.pull(topic, 0, 20002)
         assert at_end.status is PullStatus.NO_NEW_MESSAGE and at_end.count == 0
+        beyond = consumer.pull(topic, 0, 30000)  # past the leader's max: moved back to it, on both
+        assert (beyond.status, beyond.next_offset) == (PullStatus.OFFSET_MOVED, 20002)
 
 
 def test_group_offsets_commit_and_read_back_in_every_segment(backend: Backend) -> None:
