@@ -84,3 +84,21 @@ def test_topic_and_group_lists_and_resetting_a_group_on_a_static_topic(cluster_p
     assert consumer_offsets() == [2, 2, 2]
     bad = staticmq("admin", "resetOffsetByTime", "-n", c.namesrv, "-g", "readers", "-t", topic, "-s", "yesterday")
     assert bad.returncode != 0 and "-s must be" in bad.stderr
+
+
+def test_output_piped_into_head_ends_quietly(cluster_process, unique_topic) -> None:  # type: ignore[no-untyped-def]
+    c = cluster_process(brokers=1)
+    topic = unique_topic("pipe")
+    with Admin(c.namesrv) as admin:
+        admin.update_static_topic(topic, 1, cluster="DefaultCluster")
+    with Producer(c.namesrv) as producer:
+        producer.send_batch(topic, [f"m{i}" for i in range(3000)], queue=0)
+    done = subprocess.run(
+        f"{sys.executable} -m staticmq_spark.cli pull -n {c.namesrv} -t {topic} --from earliest | head -n 2",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert len(done.stdout.splitlines()) == 2
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
