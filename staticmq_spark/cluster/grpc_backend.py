@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 
 import numpy as np
 
@@ -13,9 +12,10 @@ from staticmq_spark.client.rpc import invoke
 from staticmq_spark.cluster.access import Capabilities, PhysicalRead
 from staticmq_spark.cluster.address import ClusterAddress
 from staticmq_spark.cluster.messages import MessageColumns
+from staticmq_spark.cluster.retry import retry_read
 from staticmq_spark.cluster.state import BrokerState
 from staticmq_spark.cluster.status import PullStatus
-from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
+from staticmq_spark.errors import StaticMQError
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.row_decode import decode_batch
@@ -73,21 +73,13 @@ class StaticMQAccess:
         until: int | None = None,
     ) -> PhysicalRead:
         request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=max_messages, physical=True)
-        deadline = time.monotonic() + retry_timeout_s
-        attempt = 0
-        while True:
-            target = self._addr(bname, addr, refresh=attempt > 0)
-            try:
-                resp = invoke(bname, self.admin.channels.broker(target).Pull, request, 30, wait_for_ready=False)
-                return _physical_read(resp, include_properties)
-            except StaticMQError as exc:
-                if not exc.retriable or time.monotonic() > deadline:
-                    raise BrokerUnavailableError(
-                        f"reading {topic} queue {queue} on {bname} failed after {attempt + 1} attempt(s): {exc.message}"
-                    ) from None
-                attempt += 1
-                log.warning("pull from %s failed (%s); retrying", bname, exc.message)
-                time.sleep(min(2.0, 0.1 * 2**attempt))
+
+        def attempt(n: int) -> pb.PullResponse:
+            target = self._addr(bname, addr, refresh=n > 0)
+            return invoke(bname, self.admin.channels.broker(target).Pull, request, 30, wait_for_ready=False)
+
+        resp = retry_read(f"reading {topic} queue {queue} on {bname}", retry_timeout_s, attempt)
+        return _physical_read(resp, include_properties)
 
     def close(self) -> None:
         for consumer in self._consumers.values():

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from staticmq_spark.cluster.access import Capabilities, PhysicalRead
 from staticmq_spark.cluster.address import ClusterAddress
+from staticmq_spark.cluster.retry import retry_read
 from staticmq_spark.cluster.state import BrokerState
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
@@ -103,26 +104,19 @@ class RocketMQAccess:
         include_properties: bool = True,
         until: int | None = None,
     ) -> PhysicalRead:
-        deadline = time.monotonic() + retry_timeout_s
-        attempt = 0
         with self._lock:
             ahead = self._ahead.pop((topic, bname, queue, offset), None)
-        while True:
-            target = self.masters(refresh=True).get(bname, addr) if attempt else self._masters.get(bname, addr)
-            try:
-                if ahead is not None and attempt == 0:
-                    answer = ahead()
-                else:
-                    answer = self.client.pull(target, topic, queue, offset, max_messages, logic=False, bname=bname)
-                break
-            except StaticMQError as exc:
-                if not exc.retriable or time.monotonic() > deadline:
-                    raise BrokerUnavailableError(
-                        f"reading {topic} queue {queue} on {bname} failed after {attempt + 1} attempt(s): {exc.message}"
-                    ) from None
-                attempt += 1
-                log.warning("pull from %s failed (%s); retrying", bname, exc.message)
-                time.sleep(min(2.0, 0.1 * 2**attempt))
+        target = self._masters.get(bname, addr)
+
+        def attempt(n: int) -> PullAnswer:
+            nonlocal target
+            if n == 0 and ahead is not None:
+                return ahead()
+            if n > 0:
+                target = self.masters(refresh=True).get(bname, addr)
+            return self.client.pull(target, topic, queue, offset, max_messages, logic=False, bname=bname)
+
+        answer = retry_read(f"reading {topic} queue {queue} on {bname}", retry_timeout_s, attempt)
         if answer.status is not PullStatus.FOUND:
             return PhysicalRead(answer.status, answer.next_offset, None)
         if until is not None and offset < answer.next_offset < until:

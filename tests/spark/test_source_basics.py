@@ -136,9 +136,9 @@ def test_starting_timestamp_starts_at_the_first_message_stored_after_it(spark, c
     [
         ({"topic": "t"}, "namesrv"),
         ({"namesrv": "x:1", "topic": "t", "maxMessagesPerTriger": "5"}, "maxmessagespertriger"),
-        ({"namesrv": "x:1", "topic": "t", "maxMessagesPerTrigger": "zero"}, "maxmessagespertrigger"),
-        ({"namesrv": "x:1", "topic": "t", "startingOffsets": "{bad"}, "startingoffsets"),
-        ({"namesrv": "x:1", "topic": "t", "failOnDataLoss": "maybe"}, "failondataloss"),
+        ({"namesrv": "x:1", "topic": "t", "maxMessagesPerTrigger": "zero"}, "maxMessagesPerTrigger"),
+        ({"namesrv": "x:1", "topic": "t", "startingOffsets": "{bad"}, "startingOffsets"),
+        ({"namesrv": "x:1", "topic": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
         ({"namesrv": "x:1", "topic": "t", "maxTriggerDelay": "soon"}, "maxTriggerDelay"),
     ],
 )
