@@ -10,6 +10,7 @@ import signal
 import string
 import sys
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from staticmq_spark.cli.formatting import readable_ms
 from staticmq_spark.cli.namesrv import add_namesrv
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.cluster.status import PullStatus
-from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.errors import InvalidOptionError, StaticMQError
 from staticmq_spark.protocol.route_view import QueueAddress
 
 FIELDS = (
@@ -34,6 +35,8 @@ FIELDS = (
     "broker",
 )
 FOLLOW_IDLE_S = 0.2
+_UNREACHABLE: set[tuple[str, int]] = set()
+FOLLOW_REFRESH_S = 5.0  # --follow looks for queues whose broker came back this often
 
 
 def register(sub: Any) -> None:
@@ -69,48 +72,106 @@ def cmd_pull(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, frame: stop.set())
     with PullConsumer(args.namesrv) as consumer:
-        queues = [
-            q
-            for q in consumer.queues(args.topic)
-            if (args.queue is None or q.queue_id == args.queue) and (args.broker is None or q.broker == args.broker)
-        ]
+        static = _is_static(consumer, args.topic)
+        queues = _matching(consumer, args, refresh=False)
         if not queues:
             raise InvalidOptionError(f"topic {args.topic!r} has no queue matching -q/-b")
-        offsets = {(q.broker, q.queue_id): _start_offset(consumer, args, q) for q in queues if q.available}
-        for q in queues:
-            if not q.available:
-                print(f"staticmq pull: queue {q.queue_id} is unavailable (its broker is down)", file=sys.stderr)
-        printed = 0
+        offsets: dict[Any, int] = {}
+        _adopt(consumer, args, queues, offsets, static, report=True)
+        printed, refreshed = 0, time.monotonic()
         while not stop.is_set():
-            got = _round(consumer, args, queues, offsets, printed)
+            got = _round(consumer, args, queues, offsets, printed, static)
             printed += got
             if (args.max and printed >= args.max) or not args.follow:
                 break
+            if time.monotonic() - refreshed >= FOLLOW_REFRESH_S:  # a queue whose broker came back
+                queues = _matching(consumer, args, refresh=True) or queues
+                _adopt(consumer, args, queues, offsets, static, report=False)
+                refreshed = time.monotonic()
             if not got:
                 stop.wait(FOLLOW_IDLE_S)
     return 0
 
 
+def _is_static(consumer: PullConsumer, topic: str) -> bool:
+    routes = getattr(consumer, "routes", None)  # a RocketMQ consumer reads static topics only
+    return True if routes is None else bool(routes.get(topic).is_static)
+
+
+def _key(q: QueueAddress, static: bool) -> tuple[str, int]:
+    """A logic queue is itself wherever its leader moves; a physical queue is (broker, id)."""
+    return ("", q.queue_id) if static else (q.broker, q.queue_id)
+
+
+def _matching(consumer: PullConsumer, args: argparse.Namespace, refresh: bool) -> list[QueueAddress]:
+    return [
+        q
+        for q in consumer.queues(args.topic, refresh=refresh)
+        if (args.queue is None or q.queue_id == args.queue) and (args.broker is None or q.broker == args.broker)
+    ]
+
+
+def _adopt(
+    consumer: PullConsumer,
+    args: argparse.Namespace,
+    queues: list[QueueAddress],
+    offsets: dict[Any, int],
+    static: bool,
+    report: bool,
+) -> None:
+    """Start offsets for the available queues not read yet."""
+    for q in queues:
+        key = _key(q, static)
+        if key in offsets:
+            continue
+        if q.available:
+            try:
+                offsets[key] = _start_offset(consumer, args, q)
+            except StaticMQError as exc:
+                if not (args.follow and exc.retriable):
+                    raise
+                continue  # its broker is not answering yet: the next refresh tries again
+            if not report:
+                print(f"staticmq pull: queue {q.queue_id} is available again", file=sys.stderr)
+        elif report:
+            print(f"staticmq pull: queue {q.queue_id} is unavailable (its broker is down)", file=sys.stderr)
+
+
 def _round(
-    consumer: PullConsumer, args: argparse.Namespace, queues: list[QueueAddress], offsets: dict[Any, int], printed: int
+    consumer: PullConsumer,
+    args: argparse.Namespace,
+    queues: list[QueueAddress],
+    offsets: dict[Any, int],
+    printed: int,
+    static: bool,
 ) -> int:
     """Read every queue to its current end once; returns the messages printed."""
     got = 0
     for q in queues:
-        if (q.broker, q.queue_id) not in offsets:
+        key = _key(q, static)
+        if key not in offsets:
             continue
         broker = None if q.broker.startswith("__") else q.broker
         while not args.max or printed + got < args.max:
             want = 1024 if not args.max else min(1024, args.max - printed - got)
-            offset = offsets[(q.broker, q.queue_id)]
-            result = consumer.pull(
-                args.topic, q.queue_id, offset, max_messages=want, wait_ms=args.wait_ms, broker=broker
-            )
+            offset = offsets[key]
+            try:
+                result = consumer.pull(
+                    args.topic, q.queue_id, offset, max_messages=want, wait_ms=args.wait_ms, broker=broker
+                )
+            except StaticMQError as exc:
+                if not (args.follow and exc.retriable):
+                    raise
+                if key not in _UNREACHABLE:  # --follow outlives a broker restart; said once
+                    _UNREACHABLE.add(key)
+                    print(f"staticmq pull: queue {q.queue_id}: {exc.message}; still trying", file=sys.stderr)
+                break
+            _UNREACHABLE.discard(key)
             if result.status is PullStatus.FOUND:
                 got += _print_batch(args, result)
-                offsets[(q.broker, q.queue_id)] = result.next_offset
+                offsets[key] = result.next_offset
             elif result.status in (PullStatus.OFFSET_MOVED, PullStatus.RETRY_AT_NEXT) and result.next_offset != offset:
-                offsets[(q.broker, q.queue_id)] = result.next_offset
+                offsets[key] = result.next_offset
             else:
                 break
     sys.stdout.flush()

@@ -102,3 +102,37 @@ def test_output_piped_into_head_ends_quietly(cluster_process, unique_topic) -> N
     )
     assert len(done.stdout.splitlines()) == 2
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_pull_follow_picks_up_a_queue_whose_broker_comes_back(local_cluster, unique_topic) -> None:  # type: ignore[no-untyped-def]
+    c = local_cluster(brokers=2, heartbeat_ms=300, broker_timeout_ms=2000)
+    topic = unique_topic("comeback")
+    with Admin(c.namesrv) as admin:
+        admin.update_static_topic(topic, 2, cluster="DefaultCluster")
+        leaders = {q.queue_id: q.broker for q in admin.topic_route(topic)[1].write_queues}
+    down = leaders[1]
+    c.kill_broker(down)
+    args = [
+        "pull",
+        "-n",
+        c.namesrv,
+        "-t",
+        topic,
+        "--from",
+        "earliest",
+        "--follow",
+        "-f",
+        "{queueId}/{queueOffset} {body}",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "staticmq_spark.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdout is not None
+    try:
+        c.start_broker(down)
+        with Producer(c.namesrv) as producer:
+            producer.send(topic, b"back", queue=1)
+        assert read_line(proc.stdout, timeout=60).decode() == "1/0 back\n"
+    finally:
+        proc.terminate()
+        proc.wait(20)
