@@ -1,4 +1,4 @@
-"""staticmq vs Spark's Kafka connector on Apache Kafka, in one run (issue 18).
+"""staticmq vs Spark's Kafka connector on Apache Kafka, and on Apache RocketMQ, in one run (issue 18).
 
     python -m bench.peers [--quick] [--json FILE]
 
@@ -14,8 +14,12 @@ values of 100 B and 1 KiB), one figure after another:
   batch.size=1 MiB as for confluent-kafka: Spark's defaults, 16 KiB batches, run ~10x slower here);
 - latency: one 100-byte probe every 20 ms, its send time in the value, to a query with a 0-second
   trigger; p50/p99 of (driver holds the row in foreachBatch) - (send time).
-Durability is the same for both: staticmq's broker runs flush=sync (fsync before every ack, group
-commit), Kafka runs log.flush.interval.messages=1 (fsync after every append, before the ack).
+Apache RocketMQ 5.5 (one name server and broker, SYNC_FLUSH) runs the same figures two ways:
+`rocketmq` is the broker alone through staticmq's remoting client (`Producer`/`PullConsumer` with a
+rocketmq:// address), `staticmq-on-rocketmq` the Spark source and sink on it.
+Durability is the same for all: staticmq's broker runs flush=sync (fsync before every ack, group
+commit), Kafka runs log.flush.interval.messages=1 (fsync after every append, before the ack),
+RocketMQ runs flushDiskType=SYNC_FLUSH (fsync before the ack).
 Rows/s is rows / wall clock of the timed part; CPU-s/M rows is the CPU time of every process of the
 tree (servers of that system, this driver, Spark's JVM and Python workers; the other system's
 servers excluded) per million rows. Exit 0 whatever the ratios.
@@ -33,6 +37,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from bench.harness import log, spark_session
@@ -41,6 +46,7 @@ from bench.peers.cpu import CpuMeter, descendants
 from bench.peers.kafka_server import KAFKA_VERSION, KafkaServer
 from bench.peers.spark_figures import Endpoint
 from bench.peers.spark_kafka import spark_kafka_jars
+from staticmq_spark.rocketmq.local_cluster import ROCKETMQ_VERSION, LocalRocketMQ
 from staticmq_spark.testing import LocalCluster
 
 STATICMQ_VERSION = "0.1.0"
@@ -55,7 +61,7 @@ class Figures:
         self.records: list[dict[str, Any]] = []
 
     def add(self, figure: str, system: str, value: float, **extra: Any) -> None:
-        version = KAFKA_VERSION if system == "kafka" else STATICMQ_VERSION
+        version = {"kafka": KAFKA_VERSION, "rocketmq": ROCKETMQ_VERSION}.get(system, STATICMQ_VERSION)
         unit = UNITS.get(figure, "rows/s")
         self.records.append({"figure": figure, "system": system, "value": round(value, 2), "unit": unit,
                              "version": version, **extra})  # fmt: skip
@@ -74,34 +80,66 @@ def timed(meter: CpuMeter, rows: int, run: Callable[[], object]) -> dict[str, fl
 
 def run_all(args: argparse.Namespace, tmp: str, figures: Figures) -> None:
     jars = spark_kafka_jars()
-    with LocalCluster(brokers=1, data_dir=f"{tmp}/staticmq", flush="sync") as cluster:
-        staticmq_pids = descendants()
+    rmq = LocalRocketMQ(Path(tmp) / "rocketmq", brokers=1, flush="sync")
+    with LocalCluster(brokers=1, data_dir=f"{tmp}/staticmq", flush="sync") as cluster, rmq:
+        staticmq_pids = {p for p in descendants() if p not in {proc.pid for proc in rmq.procs.values()}}
+        rmq_pids = {proc.pid for proc in rmq.procs.values()}
         with KafkaServer(f"{tmp}/kafka", flush_messages=1) as kafka:
-            meters = {"staticmq": CpuMeter(exclude=[kafka.pid]), "kafka": CpuMeter(exclude=staticmq_pids)}
+            meters = {
+                "staticmq": CpuMeter(exclude=[kafka.pid, *rmq_pids]),
+                "kafka": CpuMeter(exclude=[*staticmq_pids, *rmq_pids]),
+                "rocketmq": CpuMeter(exclude=[kafka.pid, *staticmq_pids]),
+            }
+            meters["staticmq-on-rocketmq"] = meters["rocketmq"]
             ends = {
                 "staticmq": Endpoint("staticmq", "staticmq", {"namesrv": cluster.namesrv}),
+                "staticmq-on-rocketmq": Endpoint("staticmq-on-rocketmq", "staticmq", {"namesrv": rmq.address}),
                 "kafka": Endpoint("kafka", "kafka", {"kafka.bootstrap.servers": kafka.bootstrap}),
             }
+            topics.update(staticmq=cluster.namesrv, rocketmq=rmq, kafka=kafka.bootstrap)
             conf = {"spark.jars": ",".join(str(j) for j in jars), "spark.driver.memory": "1g"}
             spark = spark_session("staticmq-bench-peers", conf)
             try:
-                warm_up(spark, tmp, cluster.namesrv, kafka.bootstrap, ends)
+                warm_up(spark, tmp, ends)
                 for size in (100, 1024):
                     rows = clients.Rows(args.rows, size)
-                    run_size(spark, rows, tmp, cluster.namesrv, kafka.bootstrap, ends, meters, figures)
-                run_latency(spark, args, tmp, cluster.namesrv, kafka.bootstrap, ends, figures)
+                    run_size(spark, rows, tmp, ends, meters, figures)
+                run_latency(spark, args, tmp, ends, figures)
             finally:
                 spark.stop()
 
 
-def warm_up(spark: Any, tmp: str, namesrv: str, bootstrap: str, ends: dict[str, Endpoint]) -> None:
+topics: dict[str, Any] = {}  # system -> its name server address, LocalRocketMQ or bootstrap servers
+
+
+def make_topic(system: str, topic: str) -> None:
+    """A topic of QUEUES logic queues / partitions, made by each system's own admin tool."""
+    if system == "kafka":
+        clients.kafka_topic(topics["kafka"], topic, QUEUES)
+    elif system in ("rocketmq", "staticmq-on-rocketmq"):
+        topics["rocketmq"].update_static_topic(topic, QUEUES)
+    else:
+        clients.staticmq_topic(topics["staticmq"], topic, QUEUES)
+
+
+def produce(system: str, topic: str, batches: list[tuple[list[str], list[bytes]]]) -> None:
+    if system == "kafka":
+        clients.kafka_produce(topics["kafka"], topic, batches)
+    else:
+        clients.staticmq_produce(address(system), topic, batches, QUEUES)
+
+
+def address(system: str) -> str:
+    return str(topics["rocketmq"].address) if system in ("rocketmq", "staticmq-on-rocketmq") else topics["staticmq"]
+
+
+def warm_up(spark: Any, tmp: str, ends: dict[str, Endpoint]) -> None:
     """Untimed: the first produce (Kafka's idempotent producer id) and the first query of each system
     (class loading, JIT, Python workers) would otherwise be charged to the first figure."""
     batches = clients.Rows(10 * clients.BATCH, 100).batches()
-    clients.staticmq_topic(namesrv, "peers-warmup", QUEUES)
-    clients.kafka_topic(bootstrap, "peers-warmup", QUEUES)
-    clients.staticmq_produce(namesrv, "peers-warmup", batches, QUEUES)
-    clients.kafka_produce(bootstrap, "peers-warmup", batches)
+    for system in ("staticmq", "kafka", "rocketmq"):
+        make_topic(system, "peers-warmup")
+        produce(system, "peers-warmup", batches)
     for system, end in ends.items():
         for limit in (2 * clients.BATCH, None):
             spark_figures.source_run(spark, end, "peers-warmup", f"{tmp}/ck/warmup-{system}-{limit}", limit)
@@ -111,23 +149,26 @@ def source_into(got: list[int], *args: Any) -> None:
     got.append(spark_figures.source_run(*args)[0])
 
 
-def run_size(spark: Any, rows: clients.Rows, tmp: str, namesrv: str, bootstrap: str, ends: dict[str, Endpoint],
+def run_size(spark: Any, rows: clients.Rows, tmp: str, ends: dict[str, Endpoint],
              meters: dict[str, CpuMeter], figures: Figures) -> None:  # fmt: skip
     n, size = rows.count, rows.size
     batches = rows.batches()
     topic = f"peers-{size}"
-    clients.staticmq_topic(namesrv, topic, QUEUES)
-    clients.kafka_topic(bootstrap, topic, QUEUES)
+    brokers = ("staticmq", "kafka", "rocketmq")
+    for system in brokers:
+        make_topic(system, topic)
     case = {"value_bytes": size, "case": f"{size} B, flush per ack"}
-    r = timed(meters["staticmq"], n, lambda: clients.staticmq_produce(namesrv, topic, batches, QUEUES))
-    figures.add("produce", "staticmq", r.pop("rate"), **r, **case)
-    r = timed(meters["kafka"], n, lambda: clients.kafka_produce(bootstrap, topic, batches))
-    figures.add("produce", "kafka", r.pop("rate"), **r, **case)
+    for system in brokers:
+        r = timed(meters[system], n, partial(produce, system, topic, batches))
+        figures.add("produce", system, r.pop("rate"), **r, **case)
     case["case"] = f"{size} B"
-    r = timed(meters["staticmq"], n, lambda: clients.staticmq_consume(namesrv, topic, n))
-    figures.add("consume", "staticmq", r.pop("rate"), **r, **case)
-    r = timed(meters["kafka"], n, lambda: clients.kafka_consume(bootstrap, topic, QUEUES, n))
-    figures.add("consume", "kafka", r.pop("rate"), **r, **case)
+    for system in brokers:
+        if system == "kafka":
+            run = partial(clients.kafka_consume, topics["kafka"], topic, QUEUES, n)
+        else:
+            run = partial(clients.staticmq_consume, address(system), topic, n)
+        r = timed(meters[system], n, run)
+        figures.add("consume", system, r.pop("rate"), **r, **case)
     for limit in (n // 4, None):
         mode = f"availableNow, maxOffsets {limit}" if limit else "availableNow, one batch"
         for system, end in ends.items():
@@ -143,25 +184,25 @@ def run_size(spark: Any, rows: clients.Rows, tmp: str, namesrv: str, bootstrap: 
         for system, end in ends.items():
             for attempt in ("warm-up", "timed"):
                 sink_topic = f"peers-sink-{system}-{size}-{attempt}"
-                make = clients.staticmq_topic if system == "staticmq" else clients.kafka_topic
-                make(namesrv if system == "staticmq" else bootstrap, sink_topic, QUEUES)
+                make_topic(system, sink_topic)
                 r = timed(meters[system], n, partial(spark_figures.sink_run, df, end, sink_topic))
             figures.add("sink", system, r.pop("rate"), **r, value_bytes=size, case=f"{size} B, keyed")
     finally:
         df.unpersist()
 
 
-def run_latency(spark: Any, args: argparse.Namespace, tmp: str, namesrv: str, bootstrap: str,
-                ends: dict[str, Endpoint], figures: Figures) -> None:  # fmt: skip
+def run_latency(spark: Any, args: argparse.Namespace, tmp: str, ends: dict[str, Endpoint],
+                figures: Figures) -> None:  # fmt: skip
     from confluent_kafka import Producer as KafkaProducer
 
     from staticmq_spark.client import Producer
 
-    clients.staticmq_topic(namesrv, "peers-latency", QUEUES)
-    clients.kafka_topic(bootstrap, "peers-latency", QUEUES)
-    producer = Producer(namesrv, active_detection=False)
+    for system in ends:
+        make_topic(system, "peers-latency")
+    producer = Producer(topics["staticmq"], active_detection=False)
+    rproducer = Producer(address("rocketmq"))
     kproducer = KafkaProducer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0}
+        {"bootstrap.servers": topics["kafka"], "acks": "all", "enable.idempotence": True, "linger.ms": 0}
     )
 
     def kafka_send(value: bytes) -> None:
@@ -170,6 +211,7 @@ def run_latency(spark: Any, args: argparse.Namespace, tmp: str, namesrv: str, bo
 
     senders: dict[str, Callable[[bytes], object]] = {
         "staticmq": lambda v: producer.send("peers-latency", v, key="user-1"),
+        "staticmq-on-rocketmq": lambda v: rproducer.send("peers-latency", v, key="user-1"),
         "kafka": kafka_send,
     }
     try:
@@ -183,6 +225,7 @@ def run_latency(spark: Any, args: argparse.Namespace, tmp: str, namesrv: str, bo
             figures.add("latency_p99", system, p99, **case)
     finally:
         producer.close()
+        rproducer.close()
 
 
 def table(records: list[dict[str, Any]]) -> str:

@@ -138,6 +138,7 @@ class LocalRocketMQ:
         java: str = "java",
         namesrv_port: int = 0,
         acl: tuple[str, str] | None = None,
+        flush: str = "async",
     ) -> None:
         """`acl=(access key, secret key)`: brokers authenticate every request (RocketMQ's ACL 2.0,
         one admin user); mqadmin signs with the same keys."""
@@ -149,6 +150,7 @@ class LocalRocketMQ:
         self.namesrv_port = namesrv_port  # 0: any free port
         self.broker_ports: dict[str, int] = {}
         self.acl = acl
+        self.flush = flush  # "sync": SYNC_FLUSH, a send is acknowledged once it is on disk
 
     # ---------------------------------------------------------------- addresses
 
@@ -242,7 +244,7 @@ class LocalRocketMQ:
                     f"brokerName={name}",
                     "brokerId=0",
                     "brokerRole=ASYNC_MASTER",
-                    "flushDiskType=ASYNC_FLUSH",
+                    f"flushDiskType={'SYNC_FLUSH' if self.flush == 'sync' else 'ASYNC_FLUSH'}",
                     f"namesrvAddr={self.namesrv}",
                     f"listenPort={self.broker_ports[name]}",
                     "bindAddress=127.0.0.1",
