@@ -83,11 +83,8 @@ class RocketMQAccess:
         queues: set[int] = set(range(config.write_queues))
         if mapping is not None:
             queues |= {i.queue for chain in mapping.hosted.values() for i in chain if i.bname == name}
-        physical = {}
-        for q in sorted(queues):
-            low = self.client.min_offset(addr, topic, q, logic=False)
-            high = self.client.max_offset(addr, topic, q, logic=False)
-            physical[q] = pb.QueueOffsets(queue_id=q, min_offset=low, max_offset=high)
+        bounds = self.client.physical_bounds(addr, topic, sorted(queues))
+        physical = {q: pb.QueueOffsets(queue_id=q, min_offset=lo, max_offset=hi) for q, (lo, hi) in bounds.items()}
         return BrokerState(name, addr, mapping, "", config, physical)
 
     # ---------------------------------------------------------------- reads

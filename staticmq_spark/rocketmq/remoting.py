@@ -245,6 +245,22 @@ class RemotingClient:
         _check(resp, f"{RequestCode(code).name} of {topic}/{queue} at {addr}")
         return int(resp.ext.get("offset", resp.ext.get("timestamp", "-1")))
 
+    def physical_bounds(self, addr: str, topic: str, queues: list[int]) -> dict[int, tuple[int, int]]:
+        """(min, max) of several physical queues of one broker: every request is sent before the
+        first answer is awaited (one round trip instead of two per queue)."""
+        conn = self.pool.get(addr)
+        sent = []
+        for q in queues:
+            for code in (RequestCode.GET_MIN_OFFSET, RequestCode.GET_MAX_OFFSET):
+                fields = self._fields({"topic": topic, "queueId": q, "lo": False}, b"")
+                sent.append((q, code, conn.submit(code, dict(fields))))
+        found: dict[int, list[int]] = {}
+        for q, code, pending in sent:
+            resp = conn.wait(pending, code, self.timeout_s)
+            _check(resp, f"{RequestCode(code).name} of {topic}/{q} at {addr}")
+            found.setdefault(q, []).append(int(resp.ext.get("offset", "-1")))
+        return {q: (v[0], v[1]) for q, v in found.items()}
+
     def max_offset(self, addr: str, topic: str, queue: int, logic: bool = True) -> int:
         return self._offset(RequestCode.GET_MAX_OFFSET, addr, topic, queue, logic)
 
