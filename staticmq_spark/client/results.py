@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
+from staticmq_spark.cluster.messages import MessageColumns, packed_columns
 from staticmq_spark.cluster.status import PullStatus
-from staticmq_spark.protocol.codec import DECODED_SCHEMA, PackedBatch
+from staticmq_spark.protocol.codec import DECODED_SCHEMA
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.row_decode import decode_batch
 
 PULLED_SCHEMA = pa.schema(
     [
@@ -65,15 +64,16 @@ def pulled_batch(response: pb.PullResponse) -> pa.RecordBatch:
     """The messages of a pull answer as Arrow, offsets converted with offset_delta."""
     if not response.batch.sizes:
         return empty_pulled_batch()
-    packed = PackedBatch.from_wire(response.batch.data, response.batch.sizes)
-    decoded = decode_batch(packed)
-    n = packed.count
-    physical = response.base_offset + np.arange(n, dtype=np.int64)
-    stamps = np.frombuffer(response.store_timestamps, dtype="<i8", count=n).astype(np.int64)
+    return pulled_columns(packed_columns(response), response.offset_delta)
+
+
+def pulled_columns(messages: MessageColumns, offset_delta: int) -> pa.RecordBatch:
+    """Decoded messages (any backend) as PULLED_SCHEMA: logic offset first, physical last."""
+    physical = messages.queue_offsets
     columns = [
-        pa.array(physical + response.offset_delta, pa.int64()),
-        *decoded.columns,
-        pa.array(stamps, pa.int64()),
+        pa.array(physical + offset_delta, pa.int64()),
+        *messages.columns.columns,
+        pa.array(messages.store_timestamps, pa.int64()),
         pa.array(physical, pa.int64()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=PULLED_SCHEMA)

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
-
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.rpc import invoke
 from staticmq_spark.cluster.access import Capabilities, PhysicalRead
 from staticmq_spark.cluster.address import ClusterAddress
-from staticmq_spark.cluster.messages import MessageColumns
+from staticmq_spark.cluster.messages import packed_columns
 from staticmq_spark.cluster.retry import retry_read
 from staticmq_spark.cluster.state import BrokerState
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import StaticMQError
-from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.row_decode import decode_batch
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +87,4 @@ def _physical_read(resp: pb.PullResponse, include_properties: bool) -> PhysicalR
     status = PullStatus(resp.status)
     if status is not PullStatus.FOUND:
         return PhysicalRead(status, resp.next_offset, None)
-    packed = PackedBatch.from_wire(resp.batch.data, resp.batch.sizes)
-    n = packed.count
-    messages = MessageColumns(
-        decode_batch(packed, properties=include_properties),
-        resp.base_offset + np.arange(n, dtype=np.int64),
-        np.frombuffer(resp.store_timestamps, dtype="<i8", count=n).astype(np.int64),
-    )
-    return PhysicalRead(status, resp.next_offset, messages)
+    return PhysicalRead(status, resp.next_offset, packed_columns(resp, properties=include_properties))

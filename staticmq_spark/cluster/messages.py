@@ -8,6 +8,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.row_decode import decode_batch
+
 I64 = npt.NDArray[np.int64]
 
 
@@ -23,3 +27,14 @@ class MessageColumns:
     @property
     def count(self) -> int:
         return int(self.columns.num_rows)
+
+
+def packed_columns(response: pb.PullResponse, *, properties: bool = True) -> MessageColumns:
+    """A broker_stub pull answer's packed rows as columns (vectorized decode, no row loop)."""
+    packed = PackedBatch.from_wire(response.batch.data, response.batch.sizes)
+    n = packed.count
+    return MessageColumns(
+        decode_batch(packed, properties=properties),
+        response.base_offset + np.arange(n, dtype=np.int64),
+        np.frombuffer(response.store_timestamps, dtype="<i8", count=n).astype(np.int64),
+    )

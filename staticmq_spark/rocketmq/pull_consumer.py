@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from staticmq_spark.client.pull_consumer import QueueOffsets
-from staticmq_spark.client.results import PULLED_SCHEMA, PullResult, empty_pulled_batch
+from staticmq_spark.client.results import PullResult, empty_pulled_batch, pulled_columns
 from staticmq_spark.cluster.address import ClusterAddress, parse_address
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import QueueNotFoundError
@@ -90,17 +88,7 @@ class RocketMQPullConsumer:
         bname, answer = self.access.on_leader(topic, queue_id, ask)
         batch = empty_pulled_batch()
         if answer.status is PullStatus.FOUND:
-            stored = decode_stored(answer.body)
-            physical = stored.queue_offsets
-            batch = pa.RecordBatch.from_arrays(
-                [
-                    pa.array(physical + answer.offset_delta, pa.int64()),
-                    *stored.columns.columns,
-                    pa.array(stored.store_timestamps, pa.int64()),
-                    pa.array(physical, pa.int64()),
-                ],
-                schema=PULLED_SCHEMA,
-            )
+            batch = pulled_columns(decode_stored(answer.body), answer.offset_delta)
         return PullResult(
             status=answer.status,
             topic=topic,
