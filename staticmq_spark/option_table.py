@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
 
 SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})  # keys Spark itself may add
@@ -133,3 +134,12 @@ class ParsedOptions:
         if value.strip().lower() not in option.choices:
             raise self.error(name, f"must be {option.accepts()}, got {value!r}")
         return value.strip().lower()
+
+
+def cluster_address(opts: ParsedOptions) -> str:
+    """The `namesrv` option, parsed once and normalised; `accessKey`/`secretKey` only go with an
+    Apache RocketMQ address."""
+    address = parse_address(opts.text("namesrv"))
+    if ("accessKey" in opts or "secretKey" in opts) and address.scheme != "rocketmq":
+        raise InvalidOptionError("options 'accessKey'/'secretKey' apply to Apache RocketMQ (rocketmq://...) only")
+    return str(address)

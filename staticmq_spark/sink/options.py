@@ -17,9 +17,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.option_table import Option, OptionTable, ParsedOptions
+from staticmq_spark.option_table import Option, OptionTable, cluster_address
 
 SINK_OPTIONS = OptionTable(
     "sink",
@@ -67,9 +66,8 @@ class SinkOptions:
 
 def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
     opts = SINK_OPTIONS.parse(raw)
-    _keys_need_rocketmq(opts)
     return SinkOptions(
-        namesrv=str(parse_address(opts.text("namesrv"))),
+        namesrv=cluster_address(opts),
         topic=opts.text("topic"),
         order=opts.choice("orderStrategy"),
         send_timeout_ms=opts.positive("sendTimeoutMs") or 60_000,
@@ -109,8 +107,3 @@ def check_input_schema(schema: StructType) -> None:
                 f"sink column {field.name!r} must be {COLUMNS[field.name].split(':')[0]}, "
                 f"not {field.dataType.simpleString()}"
             )
-
-
-def _keys_need_rocketmq(opts: ParsedOptions) -> None:
-    if ("accessKey" in opts or "secretKey" in opts) and parse_address(opts.text("namesrv")).scheme != "rocketmq":
-        raise InvalidOptionError("options 'accessKey'/'secretKey' apply to Apache RocketMQ (rocketmq://...) only")

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidArgumentError, InvalidOptionError
-from staticmq_spark.option_table import Option, OptionTable, ParsedOptions
+from staticmq_spark.option_table import Option, OptionTable, ParsedOptions, cluster_address
 from staticmq_spark.protocol.names import validate_group
 
 EARLIEST = -2
@@ -113,9 +112,8 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         raise InvalidOptionError(
             f"minMessagesPerTrigger ({min_rows}) is larger than maxMessagesPerTrigger ({max_rows})"
         )
-    _keys_need_rocketmq(opts)
     return SourceOptions(
-        namesrv=str(parse_address(opts.text("namesrv"))),
+        namesrv=cluster_address(opts),
         topic=topic,
         starting=starting,
         ending=ending,
@@ -193,8 +191,3 @@ def _group(name: str) -> str:
         return validate_group(name)
     except InvalidArgumentError as exc:
         raise InvalidOptionError(f"option 'group': {exc.message}") from None
-
-
-def _keys_need_rocketmq(opts: ParsedOptions) -> None:
-    if ("accessKey" in opts or "secretKey" in opts) and parse_address(opts.text("namesrv")).scheme != "rocketmq":
-        raise InvalidOptionError("options 'accessKey'/'secretKey' apply to Apache RocketMQ (rocketmq://...) only")
