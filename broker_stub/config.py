@@ -75,6 +75,12 @@ class BrokerConfig:
     pop_buffer_merge: bool = True  # match acks to checkpoints in memory; False: revive by reading the revive log
     pop_revive_interval_ms: int = 100  # how often due checkpoints are revived
     pop_revive_margin_ms: int = 100  # a checkpoint is revived this long after its invisible time ends
+    acl_file: str = ""  # authenticate and authorize every call (RocketMQ's plain_acl.yml shape)
+    tls_cert: str = ""  # serve TLS with this PEM certificate and key
+    tls_key: str = ""
+    tls_ca: str = ""  # trust this CA on calls to other servers (default: tls_cert)
+    access_key: str = ""  # sign calls to other servers (default: the first admin account of acl_file)
+    secret_key: str = field(default="", repr=False)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:

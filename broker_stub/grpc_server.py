@@ -12,10 +12,12 @@ from typing import Any
 
 import grpc
 
+from broker_stub.auth import AuthInterceptor
+from broker_stub.security import OPEN, ServerSecurity
 from broker_stub.store.atomic_file import atomic_write_json
 from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.protocol.channels import MAX_MESSAGE_BYTES
 
-MAX_MESSAGE_BYTES = 64 << 20
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -29,11 +31,22 @@ def start_server(
     workers: int,
     register: Callable[[grpc.Server], None],
     interceptors: Sequence[grpc.ServerInterceptor[Any, Any]] = (),
+    security: ServerSecurity = OPEN,
 ) -> tuple[grpc.Server, int]:
-    server = grpc.server(ThreadPoolExecutor(max_workers=workers), options=GRPC_OPTIONS, interceptors=list(interceptors))
+    """Serve on host:port: TLS when `security` has a certificate; with an ACL, every call is
+    checked (after the first interceptor, the metrics, so refused calls are counted)."""
+    chain = list(interceptors)
+    if security.acl is not None:
+        chain.insert(1 if chain else 0, AuthInterceptor(security.acl))
+    server = grpc.server(ThreadPoolExecutor(max_workers=workers), options=GRPC_OPTIONS, interceptors=chain)
     register(server)
+    tls = security.server_credentials()
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        bound = (
+            server.add_secure_port(f"{host}:{port}", tls)
+            if tls is not None
+            else server.add_insecure_port(f"{host}:{port}")
+        )
     except RuntimeError as exc:
         raise InvalidOptionError(f"cannot listen on {host}:{port}: {exc}") from None
     if bound == 0:

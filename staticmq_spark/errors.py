@@ -23,7 +23,8 @@
     ├── QueueUnavailableError (retriable) a logic queue whose broker is down
     ├── BrokerUnavailableError (retriable) a broker or name server that cannot be reached
     │   └── NameServerUnreachableError   (not retriable) a name server address that never answered
-    ├── AccessDeniedError                the cluster refused the caller's credentials
+    ├── AccessDeniedError                the caller's account lacks the permission (PERMISSION_DENIED)
+    │   └── UnauthenticatedError         no credentials, an unknown key, a bad signature or a stale time
     ├── DataCorruptError                 a stored record failed its checksum: never served
     ├── DiskFullError (retriable)        the broker's disk is full (RESOURCE_EXHAUSTED)
     ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
@@ -159,6 +160,14 @@ class AccessDeniedError(StaticMQError):
 
     code = "ACCESS_DENIED"
     grpc_status = "PERMISSION_DENIED"
+
+
+class UnauthenticatedError(AccessDeniedError):
+    """The request carried no credentials, an unknown access key, a wrong signature or a stale
+    timestamp: the server could not tell who sent it."""
+
+    code = "UNAUTHENTICATED"
+    grpc_status = "UNAUTHENTICATED"
 
 
 class DataCorruptError(StaticMQError):

@@ -15,6 +15,8 @@ from typing import Any
 
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.channels import ClientSecurity
 
 SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})  # keys Spark itself may add
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)
@@ -137,9 +139,21 @@ class ParsedOptions:
 
 
 def cluster_address(opts: ParsedOptions) -> str:
-    """The `namesrv` option, parsed once and normalised; `accessKey`/`secretKey` only go with an
-    Apache RocketMQ address."""
-    address = parse_address(opts.text("namesrv"))
-    if ("accessKey" in opts or "secretKey" in opts) and address.scheme != "rocketmq":
-        raise InvalidOptionError("options 'accessKey'/'secretKey' apply to Apache RocketMQ (rocketmq://...) only")
-    return str(address)
+    """The `namesrv` option, parsed once and normalised."""
+    return str(parse_address(opts.text("namesrv")))
+
+
+SECURITY_OPTIONS = (
+    Option("accessKey", "text", "sign requests as this ACL account (rocketmq://: default $ROCKETMQ_ACCESS_KEY)"),
+    Option("secretKey", "text", "the account's secret key (rocketmq://: default $ROCKETMQ_SECRET_KEY)"),
+    Option("tlsCaFile", "text", "PEM file of the CA that signed the servers' TLS certificates: connect with TLS"),
+)
+
+
+def client_security(opts: ParsedOptions) -> ClientSecurity:
+    """`accessKey`/`secretKey`/`tlsCaFile` as the ClientSecurity every connection of the query uses."""
+    access_key, secret_key = opts.text("accessKey"), opts.text("secretKey")
+    if bool(access_key) != bool(secret_key):
+        raise InvalidOptionError("options 'accessKey' and 'secretKey' go together: give both or neither")
+    credentials = Credentials(access_key, secret_key) if access_key else None
+    return ClientSecurity(credentials, opts.text("tlsCaFile") or None)

@@ -64,6 +64,10 @@ class LocalCluster:
         startup_timeout_s: float = 60.0,
         insecure: bool = False,
         metrics_port: int | None = None,
+        acl: str | Path | None = None,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
+        tls_ca: str | Path | None = None,
     ) -> None:
         if brokers < 1:
             raise InvalidOptionError(f"a cluster needs at least one broker, got {brokers}")
@@ -80,6 +84,12 @@ class LocalCluster:
         self._startup_timeout_s = startup_timeout_s
         self._insecure = ["--insecure"] if insecure else []  # a non-loopback host (see cli/exposure.py)
         self._metrics_port = metrics_port  # name server's; broker-i gets +1+i (0: any free ports)
+        self._security_args = [
+            *(["--acl", str(acl)] if acl else []),
+            *(["--tls-cert", str(tls_cert), "--tls-key", str(tls_key)] if tls_cert and tls_key else []),
+        ]
+        self._broker_security_args = ["--tls-ca", str(tls_ca)] if tls_ca else []
+        self.client_options = _client_options(acl, tls_ca or tls_cert)
         self._namesrv = ProcessHandle("namesrv", namesrv_port)
         self._brokers: dict[str, ProcessHandle] = {}
 
@@ -205,7 +215,7 @@ class LocalCluster:
         from staticmq_spark.client.admin import Admin
 
         deadline = time.monotonic() + timeout_s
-        with Admin(self.namesrv) as admin:
+        with Admin(self.namesrv, **self.client_options) as admin:
             while True:
                 try:
                     live = {b.name: b.addr for b in admin.cluster_info()}
@@ -237,6 +247,7 @@ class LocalCluster:
             "--broker-timeout-ms",
             str(self._broker_timeout_ms),
             *self._insecure,
+            *self._security_args,
             *self._metrics_args(0),
         ]
 
@@ -260,6 +271,8 @@ class LocalCluster:
             "--heartbeat-ms",
             str(self._heartbeat_ms),
             *self._insecure,
+            *self._security_args,
+            *self._broker_security_args,
             *self._metrics_args(1 + _broker_index(handle.name)),
         ]
         if self._config_file is not None:
@@ -330,6 +343,22 @@ class LocalCluster:
         tmp = self.data_dir / ".cluster.json.tmp"
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, self.data_dir / "cluster.json")
+
+
+def _client_options(acl: str | Path | None, tls_ca: str | Path | None) -> dict[str, Any]:
+    """`credentials=` / `tls_ca=` for this cluster's own clients: its ACL's first admin account,
+    and its CA (default: its certificate, when the cluster's servers share a self-signed one)."""
+    options: dict[str, Any] = {}
+    if acl:
+        from staticmq_spark.protocol.acl import load_acl
+
+        admin = load_acl(acl).first_admin()
+        if admin is None:
+            raise InvalidOptionError(f"ACL file {acl} has no admin account (the cluster's own calls need one)")
+        options["credentials"] = (admin.access_key, admin.secret_key)
+    if tls_ca:
+        options["tls_ca"] = str(tls_ca)
+    return options
 
 
 def _broker_index(name: str) -> int:

@@ -29,6 +29,7 @@ from broker_stub.store.identity import claim_data_dir
 from broker_stub.store.mapping_files import MappingFiles
 from broker_stub.store.message_store import MessageStore
 from broker_stub.store.topic_configs import TopicConfigs
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 from staticmq_spark.protocol.names import validate_broker_name
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class BrokerApp:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, client_security: ClientSecurity = PLAIN) -> None:
         validate_broker_name(config.name)
         claim_data_dir(config.data_dir, config.name)
         self.config = config
@@ -50,7 +51,8 @@ class BrokerApp:
         self.topics = TopicService(self.topic_configs, self.store, self.offsets)
         self.messages = MessageService(config, self.topics, self.store, self.notifier)
         self.mapping_files = MappingFiles(config.data_dir / "config" / "mappings", config.name)
-        self.peers = Peers(config.namesrv)
+        self.client_security = client_security
+        self.peers = Peers(config.namesrv, security=client_security)
         access = SegmentAccess(config.name, self.messages, self.store, self.offsets, self.peers)
         self.static = StaticTopicService(
             config.name, self.mapping_files, self.topic_configs, self.store, self.offsets, self.messages, access
@@ -87,7 +89,7 @@ class BrokerApp:
         """Called once the gRPC server listens: start heartbeats to the name server."""
         self.addr = addr
         self._registration = Registration(
-            self.config.namesrv, self.config.heartbeat_interval_ms / 1000, self.register_request
+            self.config.namesrv, self.config.heartbeat_interval_ms / 1000, self.register_request, self.client_security
         )
         self._registration.start()
 

@@ -12,39 +12,35 @@ from typing import TypeVar
 import grpc
 
 from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity, open_channel, split_addresses
 from staticmq_spark.protocol.grpc_errors import translate
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.route_view import TopicRouteView
 
 REFRESH_S = 5.0
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 << 20),
-    ("grpc.max_send_message_length", 64 << 20),
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2000),
-]
 T = TypeVar("T")
 
 
 class Peers:
-    def __init__(self, namesrv: str, timeout_s: float = 10.0) -> None:
-        self._namesrv = [a.strip() for a in namesrv.split(";") if a.strip()]
+    def __init__(self, namesrv: str, timeout_s: float = 10.0, security: ClientSecurity = PLAIN) -> None:
+        self._namesrv = split_addresses(namesrv)
+        self._security = security
         self._timeout_s = timeout_s
         self._lock = threading.Lock()
         self._addrs: dict[str, str] = {}
         self._fetched = 0.0
         self._channels: dict[str, grpc.Channel] = {}
 
-    def _stub(self, bname: str) -> pb_grpc.BrokerStub:
-        addr = self._addr(bname)
+    def _channel(self, addr: str) -> grpc.Channel:
         with self._lock:
             channel = self._channels.get(addr)
             if channel is None:
-                channel = grpc.insecure_channel(addr, options=CHANNEL_OPTIONS)
-                self._channels[addr] = channel
-        return pb_grpc.BrokerStub(channel)
+                channel = self._channels[addr] = open_channel(addr, self._security)
+        return channel
+
+    def _stub(self, bname: str) -> pb_grpc.BrokerStub:
+        return pb_grpc.BrokerStub(self._channel(self._addr(bname)))
 
     def _addr(self, bname: str) -> str:
         if bname not in self._addrs or time.monotonic() - self._fetched > REFRESH_S:
@@ -56,13 +52,10 @@ class Peers:
 
     def _refresh(self) -> None:
         for addr in self._namesrv:
-            channel = grpc.insecure_channel(addr)
             try:
-                info = pb_grpc.NameServerStub(channel).GetClusterInfo(pb.Empty(), timeout=self._timeout_s)
+                info = pb_grpc.NameServerStub(self._channel(addr)).GetClusterInfo(pb.Empty(), timeout=self._timeout_s)
             except grpc.RpcError:
                 continue
-            finally:
-                channel.close()
             self._addrs = {b.name: b.addr for b in info.brokers}
             self._fetched = time.monotonic()
             return
@@ -125,13 +118,11 @@ class Peers:
     def _route(self, topic: str) -> pb.TopicRoute:
         last: StaticMQError = BrokerUnavailableError("no name server answered")
         for addr in self._namesrv:
-            channel = grpc.insecure_channel(addr)
             try:
-                return pb_grpc.NameServerStub(channel).GetRoute(pb.TopicName(topic=topic), timeout=self._timeout_s)
+                stub = pb_grpc.NameServerStub(self._channel(addr))
+                return stub.GetRoute(pb.TopicName(topic=topic), timeout=self._timeout_s)
             except grpc.RpcError as exc:
                 last = translate(exc, f"name server {addr}")
-            finally:
-                channel.close()
         raise last
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import grpc
 
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity, open_channel, split_addresses
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 
@@ -21,14 +22,14 @@ class Registration:
         namesrv: str,
         interval_s: float,
         build_request: Callable[[], pb.RegisterBrokerRequest],
+        security: ClientSecurity = PLAIN,
     ) -> None:
-        self._addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
+        self._addrs = split_addresses(namesrv)
         self._interval_s = interval_s
         self._build = build_request
         self._stop = threading.Event()
         self._wake = threading.Event()
-        options = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 2000)]
-        self._channels = {a: grpc.insecure_channel(a, options=options) for a in self._addrs}
+        self._channels = {a: open_channel(a, security) for a in self._addrs}
         self._thread = threading.Thread(target=self._run, name="namesrv-heartbeat", daemon=True)
         self._failing: set[str] = set()
 
@@ -54,7 +55,7 @@ class Registration:
                     self._failing.discard(addr)
             except grpc.RpcError as exc:
                 if addr not in self._failing:
-                    log.warning("heartbeat to name server %s failed: %s", addr, exc.code())
+                    log.warning("heartbeat to name server %s failed: %s %s", addr, exc.code(), exc.details())
                     self._failing.add(addr)
 
     def stop(self, unregister_name: str | None) -> None:

@@ -14,6 +14,7 @@ from broker_stub.broker.servicer import BrokerServicer, RawStageRows
 from broker_stub.config import BrokerConfig
 from broker_stub.grpc_server import start_server, wait_for_termination, write_ready_file
 from broker_stub.metrics import MetricsInterceptor, serve_metrics, watch_consumer_lag, watch_store_size
+from broker_stub.security import server_security
 from staticmq_spark.protocol.pb import consume_pb2_grpc
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 
@@ -35,7 +36,10 @@ def tune_allocator() -> None:
 
 def run_broker(config: BrokerConfig, ready_file: Path | None = None) -> None:
     tune_allocator()
-    app = BrokerApp(config)
+    security = server_security(
+        config.acl_file, config.tls_cert, config.tls_key, config.tls_ca, config.access_key, config.secret_key
+    )
+    app = BrokerApp(config, security.client)
     app.open()
     servicer = BrokerServicer(app)
     consume = ConsumeServicer(app)
@@ -45,13 +49,21 @@ def run_broker(config: BrokerConfig, ready_file: Path | None = None) -> None:
         consume_pb2_grpc.add_ConsumeServiceServicer_to_server(consume, s)
 
     interceptors = [MetricsInterceptor(), RawStageRows()]
-    server, port = start_server(config.host, config.port, config.grpc_workers, register, interceptors)
+    server, port = start_server(config.host, config.port, config.grpc_workers, register, interceptors, security)
     addr = f"{config.host}:{port}"
     app.serve_at(addr)
     watch_store_size(config.data_dir / "store")
     watch_consumer_lag(app.committed_offsets, app.physical_max_offset)
     metrics_addr = serve_metrics(config.host, config.metrics_port)
-    log.info("broker %s serving at %s (flush=%s, metrics %s)", config.name, addr, config.store.flush, metrics_addr)
+    log.info(
+        "broker %s serving at %s (flush=%s, metrics %s, %s, %s)",
+        config.name,
+        addr,
+        config.store.flush,
+        metrics_addr,
+        "ACL on" if security.acl else "no ACL",
+        "TLS" if security.tls_cert else "plain text",
+    )
     write_ready_file(ready_file, {"name": config.name, "addr": addr, "metrics": metrics_addr})
     try:
         wait_for_termination()

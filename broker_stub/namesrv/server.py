@@ -12,6 +12,7 @@ from broker_stub.grpc_server import start_server, wait_for_termination, write_re
 from broker_stub.metrics import MetricsInterceptor, serve_metrics
 from broker_stub.namesrv.route_registry import RouteRegistry
 from broker_stub.rpc_errors import rpc_method
+from broker_stub.security import OPEN, ServerSecurity
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.protocol.names import validate_broker_name
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
@@ -49,12 +50,17 @@ class NameServerServicer(pb_grpc.NameServerServicer):
 
 
 def run_namesrv(
-    host: str, port: int, broker_timeout_ms: int, ready_file: Path | None = None, metrics_port: int | None = None
+    host: str,
+    port: int,
+    broker_timeout_ms: int,
+    ready_file: Path | None = None,
+    metrics_port: int | None = None,
+    security: ServerSecurity = OPEN,
 ) -> None:
     registry = RouteRegistry(broker_timeout_ms / 1000)
     servicer = NameServerServicer(registry)
     register = lambda s: pb_grpc.add_NameServerServicer_to_server(servicer, s)  # noqa: E731
-    server, bound = start_server(host, port, 16, register, [MetricsInterceptor()])
+    server, bound = start_server(host, port, 16, register, [MetricsInterceptor()], security)
     metrics_addr = serve_metrics(host, metrics_port)
     stop = threading.Event()
 
@@ -64,7 +70,13 @@ def run_namesrv(
 
     threading.Thread(target=expire_loop, name="broker-expiry", daemon=True).start()
     addr = f"{host}:{bound}"
-    log.info("name server serving at %s (broker timeout %d ms)", addr, broker_timeout_ms)
+    log.info(
+        "name server serving at %s (broker timeout %d ms, %s, %s)",
+        addr,
+        broker_timeout_ms,
+        "ACL on" if security.acl else "no ACL",
+        "TLS" if security.tls_cert else "plain text",
+    )
     write_ready_file(ready_file, {"addr": addr, "metrics": metrics_addr})
     try:
         wait_for_termination()

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from staticmq_spark.cli.formatting import dumps, readable_ms
-from staticmq_spark.cli.namesrv import add_namesrv
+from staticmq_spark.cli.namesrv import add_namesrv, client_options
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError, TopicNotFoundError
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
         return rocketmq_admin.run(args)
     _, _, fn = COMMANDS[args.admin_command]
-    with Admin(args.namesrv) as admin:
+    with Admin(args.namesrv, **client_options(args)) as admin:
         return fn(admin, args)
 
 

@@ -84,10 +84,12 @@ def parse_time(value: str) -> str | int:
 @command("resetOffsetByTime", "reset a group's offsets on a topic: earliest, latest, a time or an offset", _reset_args)
 def cmd_reset_offset(admin: Admin, args: argparse.Namespace) -> int:
     if args.offset is not None:
-        rows = reset_offsets(args.namesrv, args.group, args.topic, args.offset)
+        rows = reset_offsets(args.namesrv, args.group, args.topic, args.offset, channels=admin.channels)
     else:
         to = parse_time(args.timestamp)
-        rows = reset_offsets(args.namesrv, args.group, args.topic, to, by_time=isinstance(to, int))
+        rows = reset_offsets(
+            args.namesrv, args.group, args.topic, to, by_time=isinstance(to, int), channels=admin.channels
+        )
     lines = [f"{'queue':>6}  {'broker':<14}{'before':>14}{'after':>14}"]
     lines += [f"{r.queue_id:>6}  {r.broker:<14}{'-' if r.before is None else r.before:>14}{r.after:>14}" for r in rows]
     as_json = [

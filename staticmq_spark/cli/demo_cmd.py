@@ -52,6 +52,13 @@ def register(sub: Any) -> None:
         metavar="rocketmq://HOST:PORT",
         help="run on an existing Apache RocketMQ cluster (creates two new static topics with RocketMQ's mqadmin)",
     )
+    p.add_argument(
+        "--secure",
+        action="store_true",
+        help="start the embedded cluster with an ACL and TLS (a CA made for the run); the pipeline signs "
+        "every call as an account that may only use the demo's topics, and the report checks that an "
+        "unsigned request is refused",
+    )
     p.set_defaults(handler=cmd_demo)
 
 
@@ -73,6 +80,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         rocketmq=args.rocketmq,
         namesrv=args.namesrv,
+        secure=args.secure,
     )
     report = run_demo(settings)
     print_report(report)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from staticmq_spark.cli.formatting import readable_ms
-from staticmq_spark.cli.namesrv import add_namesrv
+from staticmq_spark.cli.namesrv import add_namesrv, client_options
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
@@ -71,7 +71,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if args.follow:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, frame: stop.set())
-    with PullConsumer(args.namesrv) as consumer:
+    with PullConsumer(args.namesrv, **client_options(args)) as consumer:
         static = _is_static(consumer, args.topic)
         queues = _matching(consumer, args, refresh=False)
         if not queues:
@@ -229,7 +229,10 @@ def _list_metadata(args: argparse.Namespace) -> int:
     from staticmq_spark.client.admin import Admin
     from staticmq_spark.client.groups import topic_list
 
-    with Admin(args.namesrv) as admin, PullConsumer(args.namesrv) as consumer:
+    with (
+        Admin(args.namesrv, **client_options(args)) as admin,
+        PullConsumer(args.namesrv, channels=admin.channels) as consumer,
+    ):
         brokers = admin.cluster_info()
         topics = [t for t in topic_list(admin) if not args.topic or t.topic == args.topic]
         if args.topic and not topics:

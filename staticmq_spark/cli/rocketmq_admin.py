@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from staticmq_spark.cli.namesrv import client_options
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError, TopicNotFoundError
 from staticmq_spark.mapping import check_consistency
 from staticmq_spark.rocketmq.backend import RocketMQAccess
+from staticmq_spark.rocketmq.remoting import rocketmq_credentials
 
 Handler = Callable[[RocketMQAccess, argparse.Namespace], int]
 
@@ -24,7 +26,9 @@ def run(args: argparse.Namespace) -> int:
             f"`staticmq admin {args.admin_command}` is not available on Apache RocketMQ; use RocketMQ's "
             f"`mqadmin {args.admin_command}` (staticmq answers {', '.join(sorted(HANDLERS))} on RocketMQ)"
         )
-    access = RocketMQAccess(parse_address(args.namesrv))
+    options = client_options(args)
+    keys = rocketmq_credentials(options.get("credentials"), options.get("tls_ca"))
+    access = RocketMQAccess(parse_address(args.namesrv), credentials=keys)
     try:
         return handler(access, args)
     finally:

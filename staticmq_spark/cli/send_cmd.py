@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from staticmq_spark.cli.namesrv import add_namesrv
+from staticmq_spark.cli.namesrv import add_namesrv, client_options
 from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.results import SendResult
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
@@ -100,7 +100,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         _stdin_batches(args.json, args.linger_ms / 1000) if args.stdin else iter([[{"body": b} for b in args.bodies]])
     )
     failed = 0
-    with Producer(args.namesrv, active_detection=False) as producer:
+    with Producer(args.namesrv, active_detection=False, **client_options(args)) as producer:
         for chunk in batches:
             failed += _send_chunk(producer, args, chunk)
     if failed:

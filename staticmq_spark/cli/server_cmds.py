@@ -29,6 +29,12 @@ def register(sub: Any) -> None:
     p.add_argument("--config", type=Path, help="TOML file: [cluster], [namesrv], [broker] and [store] settings")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [store] setting")
     p.add_argument("--ready-file", type=Path, help="write the cluster's addresses and pids here once serving")
+    p.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        default=None,
+        help="the CA that signed --tls-cert, trusted by the servers' calls to each other (default: --tls-cert itself)",
+    )
     add_exposure_flags(
         p,
         metrics_help="Prometheus metrics at http://HOST:PORT/metrics for the name server and PORT+1+i for broker-i "
@@ -63,11 +69,22 @@ def register(sub: Any) -> None:
 def add_exposure_flags(
     p: Any, metrics_help: str = "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port; default: none)"
 ) -> None:
-    """--insecure and --metrics-port: what a server process exposes beyond its gRPC port."""
+    """--acl, --tls-cert/--tls-key, --insecure and --metrics-port: who may call a server process and
+    what it exposes beyond its gRPC port."""
+    p.add_argument(
+        "--acl",
+        metavar="FILE",
+        default="",
+        help="authenticate and authorize every call with the accounts of this YAML file (RocketMQ's plain_acl.yml)",
+    )
+    p.add_argument(
+        "--tls-cert", metavar="FILE", default="", help="serve TLS with this PEM certificate (with --tls-key)"
+    )
+    p.add_argument("--tls-key", metavar="FILE", default="", help="the PEM private key of --tls-cert")
     p.add_argument(
         "--insecure",
         action="store_true",
-        help="allow a non-loopback --host although the servers do not authenticate callers (trusted networks only)",
+        help="allow a non-loopback --host without --acl: nobody is authenticated (trusted networks only)",
     )
     p.add_argument("--metrics-port", type=int, default=None, help=metrics_help)
 
@@ -107,7 +124,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from broker_stub.broker.server import run_broker
     from broker_stub.config import broker_config_from, load_toml, store_config_from
 
-    check_exposure(args.host, args.insecure, "broker")
+    check_exposure(args.host, args.insecure, "broker", acl=bool(args.acl), tls=bool(args.tls_cert))
     file_cfg = load_toml(args.config) if args.config else {}
     store_values = {**file_cfg.get("store", {}), **parse_sets(args.set)}
     if args.flush:
@@ -115,6 +132,15 @@ def cmd_broker(args: argparse.Namespace) -> int:
     broker_values = dict(file_cfg.get("broker", {}))
     broker_values.update(name=args.name, namesrv=args.namesrv, data_dir=args.data_dir, host=args.host, port=args.port)
     broker_values["metrics_port"] = args.metrics_port
+    security_flags = {
+        "acl_file": args.acl,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "tls_ca": args.tls_ca or "",
+        "access_key": args.access_key,
+        "secret_key": args.secret_key,
+    }
+    broker_values.update({k: v for k, v in security_flags.items() if v})
     if args.cluster:
         broker_values["cluster"] = args.cluster
     if args.heartbeat_ms:
@@ -126,9 +152,11 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
     from broker_stub.namesrv.server import run_namesrv
+    from broker_stub.security import server_security
 
-    check_exposure(args.host, args.insecure, "name server")
-    run_namesrv(args.host, args.port, args.broker_timeout_ms, args.ready_file, args.metrics_port)
+    check_exposure(args.host, args.insecure, "name server", acl=bool(args.acl), tls=bool(args.tls_cert))
+    security = server_security(args.acl, args.tls_cert, args.tls_key)
+    run_namesrv(args.host, args.port, args.broker_timeout_ms, args.ready_file, args.metrics_port, security)
     return 0
 
 
@@ -167,7 +195,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from staticmq_spark.testing import LocalCluster
 
     settings = cluster_settings(args)
-    check_exposure(str(settings["host"]), args.insecure, "cluster")
+    check_exposure(str(settings["host"]), args.insecure, "cluster", acl=bool(args.acl), tls=bool(args.tls_cert))
     store = parse_sets(args.set)
     cluster = LocalCluster(
         brokers=int(settings["brokers"]),
@@ -182,6 +210,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         heartbeat_ms=int(settings["heartbeat_ms"]),
         insecure=args.insecure,
         metrics_port=args.metrics_port,
+        acl=args.acl or None,
+        tls_cert=args.tls_cert or None,
+        tls_key=args.tls_key or None,
+        tls_ca=args.tls_ca or None,
     )
     stop = threading.Event()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from staticmq_spark.client.progress import ProgressRow, consumer_progress
@@ -16,6 +17,8 @@ from staticmq_spark.errors import (
     StaticTopicRefusedError,
     TopicNotFoundError,
 )
+from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.channels import ClientSecurity
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.route_view import TopicRouteView
@@ -46,13 +49,20 @@ class QueueStatus:
 
 class Admin:
     def __init__(
-        self, namesrv: str, *, timeout_s: float = 10.0, channels: Channels | None = None, wait_for_ready: bool = True
+        self,
+        namesrv: str,
+        *,
+        timeout_s: float = 10.0,
+        channels: Channels | None = None,
+        wait_for_ready: bool = True,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls_ca: str | Path | None = None,
     ) -> None:
         """`wait_for_ready`: wait (up to the timeout) for a broker that is starting, instead of
         failing at once; callers with their own retry loop pass False."""
         self._own_channels = channels is None
         self.wait_for_ready = wait_for_ready
-        self.channels = channels or Channels()
+        self.channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
         self.routes = RouteCache(namesrv, self.channels, ttl_s=0.0)
         self.timeout_s = timeout_s
         from staticmq_spark.client.static_admin import StaticTopicAdmin

@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from staticmq_spark.client.pull_consumer import PullConsumer
@@ -41,6 +42,8 @@ from staticmq_spark.errors import (
     QueueUnavailableError,
     StaticMQError,
 )
+from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.channels import ClientSecurity
 from staticmq_spark.protocol.names import validate_group, validate_topic
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
 from staticmq_spark.protocol.route_view import QueueAddress
@@ -71,6 +74,8 @@ class ExclusiveConsumer:
         retry_lock_s: float | None = None,
         request_timeout_s: float = 15.0,
         channels: Channels | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls_ca: str | Path | None = None,
     ) -> None:
         validate_group(group)
         validate_topic(topic)
@@ -89,7 +94,7 @@ class ExclusiveConsumer:
         self._retry_lock_s = retry_lock_s if retry_lock_s is not None else min(1.0, lease_s / 4)
         self._timeout_s = request_timeout_s
         self._own_channels = channels is None
-        self._channels = channels or Channels()
+        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
         self._pull = PullConsumer(namesrv, group=group, request_timeout_s=request_timeout_s, channels=self._channels)
         self._held: dict[tuple[str, int], HeldQueue] = {}
         self._next_lock_try = 0.0

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.client.rpc import Channels
 from staticmq_spark.errors import ConflictError, NotFoundError, TopicNotFoundError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
@@ -67,11 +68,13 @@ def group_list(admin: Admin) -> list[GroupSummary]:
     return [GroupSummary(g, tuple(sorted(t)), last[g]) for g, t in sorted(topics.items())]
 
 
-def reset_offsets(namesrv: str, group: str, topic: str, to: str | int, *, by_time: bool = False) -> list[ResetRow]:
+def reset_offsets(
+    namesrv: str, group: str, topic: str, to: str | int, *, by_time: bool = False, channels: Channels | None = None
+) -> list[ResetRow]:
     """Commit `to` for every queue of `topic`: EARLIEST, LATEST, an offset, or (`by_time`) the
     first offset stored at or after `to` ms since epoch."""
     rows = []
-    with PullConsumer(namesrv, group=group) as consumer:
+    with PullConsumer(namesrv, group=group, channels=channels) as consumer:
         queues = consumer.queues(topic)
         if not queues:
             raise TopicNotFoundError(f"topic {topic!r} has no queues")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -30,6 +31,8 @@ from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError, ReceiptHandleError, StaticMQError
 from staticmq_spark.protocol.ack_outcomes import AckOutcome, explain
+from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.channels import ClientSecurity
 from staticmq_spark.protocol.names import validate_group, validate_topic
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
 from staticmq_spark.protocol.pb import consume_pb2_grpc as cpb_grpc
@@ -50,6 +53,8 @@ class PopConsumer:
         wait_s: float = 5.0,
         request_timeout_s: float = 15.0,
         channels: Channels | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls_ca: str | Path | None = None,
     ) -> None:
         validate_group(group)
         validate_topic(topic)
@@ -62,7 +67,7 @@ class PopConsumer:
         self._wait_s = wait_s
         self._timeout_s = request_timeout_s
         self._own_channels = channels is None
-        self._channels = channels or Channels()
+        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
         self.routes = RouteCache(namesrv, self._channels)
         self._turn = int(time.monotonic_ns() // 1000) % 1024
         self._addrs: dict[str, str] = {}

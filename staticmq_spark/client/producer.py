@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import (
     InvalidArgumentError,
 )
+from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.channels import ClientSecurity
 from staticmq_spark.protocol.codec import PackedBatch, split_by_bytes
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
@@ -66,11 +69,13 @@ class Producer:
         detection_interval_s: float = 2.0,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         channels: Channels | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls_ca: str | Path | None = None,
     ) -> None:
         if order is not None and order not in ORDERS[1:]:
             raise InvalidArgumentError(f"order must be 'strict' or 'best-tried', got {order!r}")
         self._own_channels = channels is None
-        self._channels = channels or Channels()
+        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
         self.routes = RouteCache(namesrv, self._channels)
         self._request_timeout_s = request_timeout_s
         self._max_request_bytes = max_request_bytes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from staticmq_spark.client.results import PullResult, pull_result
@@ -18,6 +19,8 @@ from staticmq_spark.errors import (
     QueueNotFoundError,
     QueueUnavailableError,
 )
+from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.channels import ClientSecurity
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.route_view import QueueAddress
@@ -51,12 +54,14 @@ class PullConsumer:
         group: str = "",
         request_timeout_s: float = 15.0,
         channels: Channels | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls_ca: str | Path | None = None,
     ) -> None:
         if group:
             validate_group(group)
         self.group = group
         self._own_channels = channels is None
-        self._channels = channels or Channels()
+        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
         self.routes = RouteCache(namesrv, self._channels)
         self._timeout_s = request_timeout_s
 

@@ -8,21 +8,10 @@ from typing import Any, TypeVar
 
 import grpc
 
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity, open_channel
 from staticmq_spark.protocol.grpc_errors import translate
 from staticmq_spark.protocol.pb import consume_pb2_grpc
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-
-MAX_MESSAGE_BYTES = 64 << 20
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.enable_retries", 0),
-    # a restarted broker must be reachable again quickly: reconnect after 100 ms, not gRPC's 1 s+
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2000),
-]
 
 T = TypeVar("T")
 
@@ -37,9 +26,11 @@ def invoke(target: str, method: Callable[..., T], request: Any, timeout: float, 
 
 
 class Channels:
-    """One channel per address, shared by every client object of a process component."""
+    """One channel per address, shared by every client object of a process component; every
+    channel is opened with `security` (TLS and request signing)."""
 
-    def __init__(self) -> None:
+    def __init__(self, security: ClientSecurity = PLAIN) -> None:
+        self.security = security
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._brokers: dict[str, pb_grpc.BrokerStub] = {}
@@ -52,7 +43,7 @@ class Channels:
             with self._lock:
                 ch = self._channels.get(addr)
                 if ch is None:
-                    ch = grpc.insecure_channel(addr, options=CHANNEL_OPTIONS)
+                    ch = open_channel(addr, self.security)
                     self._channels[addr] = ch
         return ch
 

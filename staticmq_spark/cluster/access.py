@@ -13,7 +13,7 @@ from staticmq_spark.cluster.address import ClusterAddress, parse_address
 from staticmq_spark.cluster.messages import MessageColumns
 from staticmq_spark.cluster.state import BrokerState
 from staticmq_spark.cluster.status import PullStatus
-from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,17 +76,16 @@ def capabilities_of(namesrv: str | ClusterAddress) -> Capabilities:
     return StaticMQAccess.capabilities
 
 
-def open_cluster(namesrv: str | ClusterAddress, access_key: str = "", secret_key: str = "") -> ClusterAccess:
+def open_cluster(namesrv: str | ClusterAddress, security: ClientSecurity = PLAIN) -> ClusterAccess:
     """The backend for an address: `rocketmq://…` is Apache RocketMQ, a plain list is staticmq.
-    Keys sign every RocketMQ request (else ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY are used)."""
+    `security` signs every request (RocketMQ without credentials: ROCKETMQ_ACCESS_KEY /
+    ROCKETMQ_SECRET_KEY) and, for staticmq, may ask for TLS."""
     address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
     if address.scheme == "rocketmq":
         from staticmq_spark.rocketmq.backend import RocketMQAccess
-        from staticmq_spark.rocketmq.remoting import credentials_from
+        from staticmq_spark.rocketmq.remoting import rocketmq_credentials
 
-        return RocketMQAccess(address, credentials=credentials_from(access_key, secret_key))
-    if access_key or secret_key:
-        raise InvalidOptionError("accessKey/secretKey apply to Apache RocketMQ (rocketmq://...) clusters only")
+        return RocketMQAccess(address, credentials=rocketmq_credentials(security.credentials, security.tls_ca))
     from staticmq_spark.cluster.grpc_backend import StaticMQAccess
 
-    return StaticMQAccess(address)
+    return StaticMQAccess(address, security)

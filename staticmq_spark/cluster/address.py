@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.protocol.channels import split_addresses
 
 SCHEMES = ("staticmq", "rocketmq")
 
@@ -31,7 +32,7 @@ def parse_address(text: str) -> ClusterAddress:
                 f"name server address {text!r}: unknown scheme {scheme!r} (use host:port for staticmq "
                 "or rocketmq://host:port for Apache RocketMQ)"
             )
-    hosts = tuple(h.strip() for h in raw.replace(",", ";").split(";") if h.strip())
+    hosts = split_addresses(raw)
     if not hosts:
         raise InvalidOptionError(f"name server address {text!r} names no host:port")
     for host in hosts:

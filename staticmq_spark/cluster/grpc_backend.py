@@ -6,7 +6,7 @@ import logging
 
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.client.rpc import invoke
+from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.cluster.access import Capabilities, PhysicalRead
 from staticmq_spark.cluster.address import ClusterAddress
 from staticmq_spark.cluster.messages import packed_columns
@@ -14,6 +14,7 @@ from staticmq_spark.cluster.retry import retry_read
 from staticmq_spark.cluster.state import BrokerState
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import StaticMQError
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -22,9 +23,9 @@ log = logging.getLogger(__name__)
 class StaticMQAccess:
     capabilities = Capabilities(two_phase_staging=True, pop=True)
 
-    def __init__(self, address: ClusterAddress) -> None:
+    def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address
-        self.admin = Admin(str(address), wait_for_ready=False)
+        self.admin = Admin(str(address), wait_for_ready=False, channels=Channels(security))
         self._consumers: dict[str, PullConsumer] = {}
         self._addrs: dict[str, str] = {}
 

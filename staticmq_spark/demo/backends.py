@@ -4,14 +4,16 @@ Each creates and remaps static topics with its own admin tool."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.testing import LocalCluster
+from staticmq_spark.tls_files import write_tls_files
 
 INPUT_TOPIC = "pageviews"
 OUTPUT_TOPIC = "user-stats"
@@ -23,6 +25,8 @@ class DemoCluster(Protocol):
     description: str
     input_topic: str
     output_topic: str
+    client_options: dict[str, Any]  # credentials= / tls_ca= of the pipeline's producers and consumers
+    spark_options: dict[str, str]  # accessKey / secretKey / tlsCaFile of its Spark queries
 
     def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None: ...
 
@@ -34,22 +38,51 @@ class DemoCluster(Protocol):
 
 
 class StaticMQDemoCluster:
-    def __init__(self, brokers: int, root: Path) -> None:
-        self.cluster = LocalCluster(brokers, root / "cluster", heartbeat_ms=500, broker_timeout_ms=5000).start()
+    """The embedded cluster. `secure`: every call authenticated (an ACL with an admin account for
+    topic commands and a `pipeline` account that may only produce and consume the demo's two
+    topics) and TLS with a CA made for this run."""
+
+    def __init__(self, brokers: int, root: Path, secure: bool = False) -> None:
+        self.input_topic, self.output_topic = INPUT_TOPIC, OUTPUT_TOPIC
+        self.client_options: dict[str, Any] = {}
+        self.spark_options: dict[str, str] = {}
+        security: dict[str, Any] = {}
+        if secure:
+            security = self._secure_files(root / "security")
+        self.cluster = LocalCluster(
+            brokers, root / "cluster", heartbeat_ms=500, broker_timeout_ms=5000, **security
+        ).start()
         self.namesrv = self.cluster.namesrv
         self.broker_names = self.cluster.broker_names
-        self.description = f"a local staticmq cluster: a name server and {brokers} brokers in {root}"
-        self.input_topic, self.output_topic = INPUT_TOPIC, OUTPUT_TOPIC
+        self.description = f"a local staticmq cluster: a name server and {brokers} brokers in {root}" + (
+            " (ACL and TLS on: the pipeline signs as account 'pipeline')" if secure else ""
+        )
+
+    def _secure_files(self, directory: Path) -> dict[str, Any]:
+        tls = write_tls_files(directory)
+        admin_secret, pipeline_secret = secrets.token_hex(16), secrets.token_hex(16)
+        acl = directory / "acl.yml"
+        topics = ", ".join(f'"{t}=PUB|SUB"' for t in (self.input_topic, self.output_topic))
+        acl.write_text(
+            "accounts:\n"
+            f"  - accessKey: admin\n    secretKey: {admin_secret}\n    admin: true\n"
+            f"  - accessKey: pipeline\n    secretKey: {pipeline_secret}\n"
+            f"    defaultTopicPerm: DENY\n    defaultGroupPerm: DENY\n    topicPerms: [{topics}]\n"
+        )
+        acl.chmod(0o600)
+        self.client_options = {"credentials": ("pipeline", pipeline_secret), "tls_ca": str(tls.ca)}
+        self.spark_options = {"accessKey": "pipeline", "secretKey": pipeline_secret, "tlsCaFile": str(tls.ca)}
+        return {"acl": acl, "tls_cert": tls.cert, "tls_key": tls.key, "tls_ca": tls.ca}
 
     def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None:
-        with Admin(self.namesrv) as admin:
+        with Admin(self.namesrv, **self.cluster.client_options) as admin:
             if brokers:
                 admin.update_static_topic(topic, queues, brokers=brokers)
             else:
                 admin.update_static_topic(topic, queues, cluster=self.cluster.cluster_name)
 
     def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
-        with Admin(self.namesrv) as admin:
+        with Admin(self.namesrv, **self.cluster.client_options) as admin:
             result = admin.remapping_static_topic(topic, brokers=brokers)
             consistent = admin.static.status(topic)[0].ok
         return {q: f"{a} -> {b}" for q, (a, b) in sorted(result.moved.items())}, consistent
@@ -67,6 +100,8 @@ class RocketMQDemoCluster:
 
         self.local: LocalRocketMQ | None = None
         self.input_topic, self.output_topic = INPUT_TOPIC, OUTPUT_TOPIC
+        self.client_options: dict[str, Any] = {}  # RocketMQ's ACL keys come from ROCKETMQ_ACCESS_KEY/SECRET_KEY
+        self.spark_options: dict[str, str] = {}
         if address is None:
             self.local = LocalRocketMQ(root / "rocketmq", brokers=brokers).start()
             address = self.local.address
@@ -104,7 +139,11 @@ class RocketMQDemoCluster:
             self.local.close()
 
 
-def open_demo_cluster(root: Path, brokers: int, rocketmq: bool, namesrv: str | None) -> DemoCluster:
+def open_demo_cluster(
+    root: Path, brokers: int, rocketmq: bool, namesrv: str | None, secure: bool = False
+) -> DemoCluster:
+    if secure and (rocketmq or namesrv is not None):
+        raise InvalidOptionError("--secure applies to the embedded staticmq cluster, not to Apache RocketMQ")
     if namesrv is not None:
         if parse_address(namesrv).scheme != "rocketmq":
             raise InvalidOptionError(
@@ -113,4 +152,4 @@ def open_demo_cluster(root: Path, brokers: int, rocketmq: bool, namesrv: str | N
         return RocketMQDemoCluster(root, namesrv)
     if rocketmq:
         return RocketMQDemoCluster(root, brokers=brokers)
-    return StaticMQDemoCluster(brokers, root)
+    return StaticMQDemoCluster(brokers, root, secure)

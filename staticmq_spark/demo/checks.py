@@ -119,3 +119,28 @@ def verify_lake(sent: Counter[str], lake: LakeContents) -> list[Check]:
             + (f"; wrong for {len(wrong)} users, e.g. {dict(list(wrong.items())[:3])} (got, sent)" if wrong else ""),
         ),
     ]
+
+
+def check_refuses_unsigned(cluster: Any) -> Check:
+    """On a secure cluster: a request without credentials is refused, and the pipeline's own account
+    may not delete the topic it writes (admin only)."""
+    from staticmq_spark.client.admin import Admin
+    from staticmq_spark.errors import AccessDeniedError, UnauthenticatedError
+
+    tls = {k: v for k, v in cluster.client_options.items() if k == "tls_ca"}
+    outcomes = []
+    try:
+        with Admin(cluster.namesrv, wait_for_ready=False, **tls) as anonymous:
+            anonymous.cluster_info()
+        outcomes.append("an unsigned request was ANSWERED")
+    except UnauthenticatedError:
+        outcomes.append("unsigned request refused (UNAUTHENTICATED)")
+    try:
+        with Admin(cluster.namesrv, wait_for_ready=False, **cluster.client_options) as pipeline:
+            pipeline.delete_topic(cluster.input_topic)
+        outcomes.append("the pipeline account DELETED the input topic")
+    except AccessDeniedError as exc:
+        refused = not isinstance(exc, UnauthenticatedError)
+        outcomes.append("pipeline account may not delete topics (PERMISSION_DENIED)" if refused else str(exc))
+    ok = all("refused" in o or "may not" in o for o in outcomes)
+    return Check("ACL and TLS: every call signed, permissions enforced", ok, "; ".join(outcomes))

@@ -61,10 +61,10 @@ def demo_session(app_name: str = "staticmq-demo") -> SparkSession:
     return spark
 
 
-def create_tables(spark: SparkSession, lake: Lake, namesrv: str, topic: str) -> None:
+def create_tables(spark: SparkSession, lake: Lake, namesrv: str, topic: str, secured: dict[str, str]) -> None:
     """Empty bronze and gold tables (the queries downstream of them need them to exist); gold keeps
-    a change data feed, which the results query reads."""
-    schema = bronze_stream(spark, namesrv, topic).schema
+    a change data feed, which the results query reads. `secured`: accessKey/secretKey/tlsCaFile."""
+    schema = bronze_stream(spark, namesrv, topic, **secured).schema
     spark.createDataFrame([], schema).write.format("delta").mode("ignore").save(lake.table("bronze"))
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS delta.`{lake.table('gold')}` ({GOLD_COLUMNS}) USING delta "
@@ -72,7 +72,9 @@ def create_tables(spark: SparkSession, lake: Lake, namesrv: str, topic: str) -> 
     )
 
 
-def start_bronze_query(spark: SparkSession, lake: Lake, namesrv: str, topic: str) -> StreamingQuery:
+def start_bronze_query(
+    spark: SparkSession, lake: Lake, namesrv: str, topic: str, secured: dict[str, str]
+) -> StreamingQuery:
     return start_bronze(
         spark,
         namesrv,
@@ -81,6 +83,7 @@ def start_bronze_query(spark: SparkSession, lake: Lake, namesrv: str, topic: str
         lake.checkpoint("bronze"),
         query_name="bronze",
         maxMessagesPerTrigger="20000",
+        **secured,  # type: ignore[arg-type]  # only accessKey, secretKey, tlsCaFile
     )
 
 
@@ -140,7 +143,9 @@ def start_silver_gold_query(spark: SparkSession, lake: Lake) -> StreamingQuery:
     )
 
 
-def start_results_query(spark: SparkSession, lake: Lake, namesrv: str, topic: str) -> StreamingQuery:
+def start_results_query(
+    spark: SparkSession, lake: Lake, namesrv: str, topic: str, secured: dict[str, str]
+) -> StreamingQuery:
     """Gold's new totals (inserts and update post-images) -> the results topic, keyed by user."""
     changes = (
         spark.readStream.format("delta")
@@ -155,6 +160,7 @@ def start_results_query(spark: SparkSession, lake: Lake, namesrv: str, topic: st
         out.writeStream.format("staticmq")
         .option("namesrv", namesrv)
         .option("topic", topic)
+        .options(**secured)
         .option("checkpointLocation", lake.checkpoint("results"))
         .queryName("results")
         .trigger(processingTime="2 seconds")

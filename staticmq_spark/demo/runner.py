@@ -21,7 +21,7 @@ from tqdm import tqdm
 from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.demo.backends import DemoCluster, open_demo_cluster
-from staticmq_spark.demo.checks import Check, LakeContents, OutputRows, verify, verify_lake
+from staticmq_spark.demo.checks import Check, LakeContents, OutputRows, check_refuses_unsigned, verify, verify_lake
 from staticmq_spark.demo.events import EventLog, page_views
 
 QUERIES = ("bronze", "silver_gold", "results")
@@ -38,6 +38,7 @@ class DemoSettings:
     data_dir: Path | None = None
     rocketmq: bool = False  # a local Apache RocketMQ instead of the embedded staticmq cluster
     namesrv: str | None = None  # an existing Apache RocketMQ cluster (rocketmq://host:port)
+    secure: bool = False  # the embedded cluster with an ACL and TLS; the pipeline signs every call
 
 
 @dataclass
@@ -71,7 +72,7 @@ def run_demo(settings: DemoSettings, echo: Any = print) -> DemoReport:
 
 def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
     report = DemoReport()
-    cluster = open_demo_cluster(root, settings.brokers, settings.rocketmq, settings.namesrv)
+    cluster = open_demo_cluster(root, settings.brokers, settings.rocketmq, settings.namesrv, settings.secure)
     echo(f"running on {cluster.description}")
     try:
         brokers = cluster.broker_names
@@ -87,11 +88,12 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
         spark = medallion.demo_session()
         lake = medallion.Lake(root)
         try:
-            medallion.create_tables(spark, lake, cluster.namesrv, cluster.input_topic)
+            secured = cluster.spark_options
+            medallion.create_tables(spark, lake, cluster.namesrv, cluster.input_topic, secured)
             queries = [
-                medallion.start_bronze_query(spark, lake, cluster.namesrv, cluster.input_topic),
+                medallion.start_bronze_query(spark, lake, cluster.namesrv, cluster.input_topic, secured),
                 medallion.start_silver_gold_query(spark, lake),
-                medallion.start_results_query(spark, lake, cluster.namesrv, cluster.output_topic),
+                medallion.start_results_query(spark, lake, cluster.namesrv, cluster.output_topic, secured),
             ]
             log, remap_info, produce_s = _produce_while_remapping(cluster, settings, brokers, echo)
             started = time.monotonic()
@@ -105,6 +107,7 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
                 spark.read.format("staticmq")
                 .option("namesrv", cluster.namesrv)
                 .option("topic", cluster.output_topic)
+                .options(**secured)
                 .load()
                 .select("key", "queueId", "queueOffset", "value")
                 .collect()
@@ -115,9 +118,9 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
         report.checks = verify(log.views_per_user, output, settings.queues)
         report.checks += verify_lake(log.views_per_user, contents)
         report.checks.append(remap_info.pop("check"))
-        report.facts = _facts(
-            cluster.namesrv, cluster.input_topic, log, output, remap_info, produce_s, drain_s, progress
-        )
+        if settings.secure:
+            report.checks.append(check_refuses_unsigned(cluster))
+        report.facts = _facts(cluster, log, output, remap_info, produce_s, drain_s, progress)
         report.facts["delta_tables"] = contents.summary()
     finally:
         cluster.close()
@@ -135,7 +138,7 @@ def _produce_while_remapping(
     remapper: threading.Thread | None = None
     started = time.monotonic()
     with (
-        Producer(cluster.namesrv, active_detection=False) as producer,
+        Producer(cluster.namesrv, active_detection=False, **cluster.client_options) as producer,
         tqdm(total=settings.events, desc="producing page views", unit="ev", leave=True) as bar,
     ):
         for first in range(0, settings.events, chunk):
@@ -176,8 +179,7 @@ def _remap(cluster: DemoCluster, brokers: list[str], info: dict[str, Any]) -> No
 
 
 def _facts(
-    namesrv: str,
-    input_topic: str,
+    cluster: DemoCluster,
     log: EventLog,
     output: OutputRows,
     remap_info: dict[str, Any],
@@ -185,9 +187,10 @@ def _facts(
     drain_s: float,
     progress: Sequence[Any],
 ) -> dict[str, Any]:
-    with PullConsumer(namesrv) as consumer:
+    with PullConsumer(cluster.namesrv, **cluster.client_options) as consumer:
         offsets = {
-            o.queue.queue_id: (o.min_offset, o.max_offset, o.queue.broker) for o in consumer.offsets(input_topic)
+            o.queue.queue_id: (o.min_offset, o.max_offset, o.queue.broker)
+            for o in consumer.offsets(cluster.input_topic)
         }
     rates = [p["processedRowsPerSecond"] for p in progress if p.get("processedRowsPerSecond")]
     return {

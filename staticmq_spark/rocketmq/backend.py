@@ -19,8 +19,9 @@ from staticmq_spark.cluster.state import BrokerState
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
 from staticmq_spark.mapping import Chain
+from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.rocketmq.remoting import Credentials, PullAnswer, RemotingClient, RocketMQError, TopicRoute
+from staticmq_spark.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError, TopicRoute
 from staticmq_spark.rocketmq.stored_messages import decode_stored
 
 log = logging.getLogger(__name__)

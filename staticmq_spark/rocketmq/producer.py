@@ -18,8 +18,9 @@ from staticmq_spark.client.results import SendResult
 from staticmq_spark.client.targets import KEYLESS, row_targets
 from staticmq_spark.cluster.address import ClusterAddress, parse_address
 from staticmq_spark.errors import InvalidArgumentError, StaticMQError
+from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.rocketmq.batch_encode import encode_rows, properties_column
-from staticmq_spark.rocketmq.remoting import Credentials, RemotingClient, TopicRoute
+from staticmq_spark.rocketmq.remoting import RemotingClient, TopicRoute, rocketmq_credentials
 
 log = logging.getLogger(__name__)
 _PROPS = pa.map_(pa.string(), pa.string())
@@ -52,12 +53,15 @@ class RocketMQProducer:
         request_timeout_s: float = 10.0,
         producer_group: str = "staticmq_producer",
         client: RemotingClient | None = None,
-        credentials: Credentials | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls_ca: str | None = None,
         **_ignored: Any,
     ) -> None:
         """`credentials`: the cluster's ACL keys (default: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
         address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
-        self.client = client or RemotingClient(address.hosts, credentials=credentials, timeout_s=request_timeout_s)
+        self.client = client or RemotingClient(
+            address.hosts, credentials=rocketmq_credentials(credentials, tls_ca), timeout_s=request_timeout_s
+        )
         self._own_client = client is None
         self.send_timeout_s = send_timeout_s
         self.producer_group = producer_group

@@ -13,10 +13,11 @@ from staticmq_spark.client.results import PullResult, empty_pulled_batch, pulled
 from staticmq_spark.cluster.address import ClusterAddress, parse_address
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import QueueNotFoundError
+from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.route_view import QueueAddress
 from staticmq_spark.rocketmq.backend import RocketMQAccess
-from staticmq_spark.rocketmq.remoting import DEFAULT_PULL_GROUP, Credentials, RemotingClient
+from staticmq_spark.rocketmq.remoting import DEFAULT_PULL_GROUP, RemotingClient, rocketmq_credentials
 from staticmq_spark.rocketmq.stored_messages import decode_stored
 
 MOCK_BROKER = "__syslo__global__"
@@ -29,7 +30,8 @@ class RocketMQPullConsumer:
         *,
         group: str = "",
         request_timeout_s: float = 15.0,
-        credentials: Credentials | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls_ca: str | None = None,
         **_ignored: Any,
     ) -> None:
         """`credentials`: the cluster's ACL keys (default: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
@@ -37,7 +39,9 @@ class RocketMQPullConsumer:
             validate_group(group)
         self.group = group
         address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
-        client = RemotingClient(address.hosts, credentials=credentials, timeout_s=request_timeout_s)
+        client = RemotingClient(
+            address.hosts, credentials=rocketmq_credentials(credentials, tls_ca), timeout_s=request_timeout_s
+        )
         self.access = RocketMQAccess(address, client)
 
     def queues(self, topic: str, refresh: bool = False) -> list[QueueAddress]:

@@ -21,11 +21,13 @@ from staticmq_spark.errors import (
     AccessDeniedError,
     BrokerUnavailableError,
     InvalidArgumentError,
+    InvalidOptionError,
     NotLeaderError,
     StaticMQError,
     TopicNotFoundError,
 )
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping
+from staticmq_spark.protocol.auth import Credentials, credentials_of
 from staticmq_spark.protocol.topic import TopicConfig
 from staticmq_spark.rocketmq import fastjson
 from staticmq_spark.rocketmq.codes import RequestCode, ResponseCode, code_name
@@ -46,20 +48,14 @@ class RocketMQError(StaticMQError):
         self.response_code = response_code
 
 
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    access_key: str
-    secret_key: str
-    security_token: str = ""
-
-    def sign(self, ext: dict[str, str], body: bytes) -> None:
-        """RocketMQ's AclClientRPCHook: HmacSHA1 over the sorted extFields values, then the body."""
-        ext["AccessKey"] = self.access_key
-        if self.security_token:
-            ext["SecurityToken"] = self.security_token
-        content = "".join(ext[k] for k in sorted(ext) if k != "Signature").encode() + body
-        digest = hmac.new(self.secret_key.encode(), content, hashlib.sha1).digest()
-        ext["Signature"] = base64.b64encode(digest).decode()
+def sign_request(credentials: Credentials, ext: dict[str, str], body: bytes) -> None:
+    """RocketMQ's AclClientRPCHook: HmacSHA1 over the sorted extFields values, then the body."""
+    ext["AccessKey"] = credentials.access_key
+    if credentials.security_token:
+        ext["SecurityToken"] = credentials.security_token
+    content = "".join(ext[k] for k in sorted(ext) if k != "Signature").encode() + body
+    digest = hmac.new(credentials.secret_key.encode(), content, hashlib.sha1).digest()
+    ext["Signature"] = base64.b64encode(digest).decode()
 
 
 ACCESS_KEY_ENV = "ROCKETMQ_ACCESS_KEY"
@@ -73,6 +69,14 @@ def credentials_from(access_key: str = "", secret_key: str = "") -> Credentials 
     if bool(access_key) != bool(secret_key):
         raise InvalidArgumentError("RocketMQ credentials need both an access key and a secret key")
     return Credentials(access_key, secret_key) if access_key else None
+
+
+def rocketmq_credentials(credentials: Credentials | tuple[str, str] | None, tls_ca: str | None) -> Credentials | None:
+    """A client's `credentials=` for RocketMQ (None: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY); TLS to
+    RocketMQ's remoting port is not built, so a CA file is refused rather than ignored."""
+    if tls_ca:
+        raise InvalidOptionError("TLS (tls_ca / tlsCaFile / --tls-ca) applies to staticmq clusters, not rocketmq://")
+    return credentials_of(credentials)  # None: RemotingClient reads the environment
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +183,7 @@ class RemotingClient:
             k: ("true" if v is True else "false" if v is False else str(v)) for k, v in ext.items() if v is not None
         }
         if self.credentials is not None:
-            self.credentials.sign(fields, body)
+            sign_request(self.credentials, fields, body)
         return fields
 
     def call(

@@ -66,7 +66,9 @@ def commit_batch(opts: SinkOptions, writer: str, batch: int, messages: Sequence[
     fresh = decision_of(opts.topic, writer, batch, messages)
 
     def attempt() -> int:
-        channels = shared_clients(opts.namesrv, opts.active_detection).channels  # kept by a reused worker
+        channels = shared_clients(
+            opts.namesrv, opts.active_detection, opts.security
+        ).channels  # kept by a reused worker
         with Admin(opts.namesrv, wait_for_ready=False, channels=channels) as admin:
             live = {b.name: b.addr for b in admin.cluster_info()}
             decision = _stored_decision(admin, live, writer, batch) or fresh

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
 
 from staticmq_spark.client.targets import KEYLESS
+from staticmq_spark.protocol.channels import ClientSecurity
 from staticmq_spark.sink.options import SinkOptions
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ROW_ID = "staticmq_row_id"
-_PRODUCERS: dict[tuple[str, str, str], RocketMQProducer] = {}
+_PRODUCERS: dict[tuple[str, ClientSecurity], RocketMQProducer] = {}
 _LOCK = threading.Lock()
 
 
@@ -42,14 +43,14 @@ class DirectCommitMessage(WriterCommitMessage):
 
 def _producer(opts: SinkOptions) -> RocketMQProducer:
     from staticmq_spark.rocketmq.producer import RocketMQProducer
-    from staticmq_spark.rocketmq.remoting import credentials_from
 
-    key = (opts.namesrv, opts.access_key, opts.secret_key)
+    key = (opts.namesrv, opts.security)
     with _LOCK:
         producer = _PRODUCERS.get(key)
         if producer is None:
-            credentials = credentials_from(opts.access_key, opts.secret_key)
-            producer = _PRODUCERS[key] = RocketMQProducer(opts.namesrv, credentials=credentials)
+            producer = _PRODUCERS[key] = RocketMQProducer(
+                opts.namesrv, credentials=opts.security.credentials, tls_ca=opts.security.tls_ca
+            )
         return producer
 
 

@@ -18,7 +18,8 @@ from pyspark.sql.types import (
 )
 
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.option_table import Option, OptionTable, cluster_address
+from staticmq_spark.option_table import SECURITY_OPTIONS, Option, OptionTable, client_security, cluster_address
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 
 SINK_OPTIONS = OptionTable(
     "sink",
@@ -39,8 +40,7 @@ SINK_OPTIONS = OptionTable(
         Option("sendTimeoutMs", "positive", "how long a row keeps trying its queue", default="60000"),
         Option("activeDetection", "bool", "probe brokers so keyless rows skip unreachable ones", default="true"),
         Option("requestBytes", "positive", "bytes per staging request", default=str(8 << 20)),
-        Option("accessKey", "text", "Apache RocketMQ with ACL: the access key (default: $ROCKETMQ_ACCESS_KEY)"),
-        Option("secretKey", "text", "Apache RocketMQ with ACL: the secret key (default: $ROCKETMQ_SECRET_KEY)"),
+        *SECURITY_OPTIONS,
     ],
 )
 COLUMNS = {
@@ -60,8 +60,7 @@ class SinkOptions:
     send_timeout_ms: int = 60_000
     active_detection: bool = True
     request_bytes: int = 8 << 20
-    access_key: str = ""
-    secret_key: str = ""
+    security: ClientSecurity = PLAIN
 
 
 def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
@@ -73,8 +72,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
         send_timeout_ms=opts.positive("sendTimeoutMs") or 60_000,
         active_detection=opts.flag("activeDetection"),
         request_bytes=opts.positive("requestBytes") or 8 << 20,
-        access_key=opts.text("accessKey"),
-        secret_key=opts.text("secretKey"),
+        security=client_security(opts),
     )
 
 

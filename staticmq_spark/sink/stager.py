@@ -20,6 +20,7 @@ from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.client.selector import CircuitBreaker, ReachabilityDetector
 from staticmq_spark.client.targets import KEYLESS, row_targets
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.route_view import QueueAddress
@@ -39,22 +40,22 @@ class _Clients:
     detector: ReachabilityDetector
 
 
-_CLIENTS: dict[tuple[str, bool], _Clients] = {}
+_CLIENTS: dict[tuple[str, bool, ClientSecurity], _Clients] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def shared_clients(namesrv: str, active_detection: bool) -> _Clients:
+def shared_clients(namesrv: str, active_detection: bool, security: ClientSecurity = PLAIN) -> _Clients:
     with _CLIENTS_LOCK:
-        found = _CLIENTS.get((namesrv, active_detection))
+        found = _CLIENTS.get((namesrv, active_detection, security))
         if found is None:
-            channels = Channels()
+            channels = Channels(security)
             found = _Clients(
                 channels,
                 RouteCache(namesrv, channels, ttl_s=10.0),
                 CircuitBreaker(),
                 ReachabilityDetector(channels, enabled=active_detection),
             )
-            _CLIENTS[(namesrv, active_detection)] = found
+            _CLIENTS[(namesrv, active_detection, security)] = found
         return found
 
 
@@ -89,7 +90,7 @@ class Stager:
         self.staging_id = uuid.uuid4().hex
         self.parts: dict[str, BrokerPart] = {}
         self.rows = 0
-        clients = shared_clients(opts.namesrv, opts.active_detection)
+        clients = shared_clients(opts.namesrv, opts.active_detection, opts.security)
         self._channels = clients.channels
         self._routes = clients.routes
         self._delivery = Delivery(

@@ -23,7 +23,7 @@ class StaticMQBatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueuePartition]:
         def plan() -> list[QueuePartition]:
-            access = open_cluster(self.opts.namesrv, self.opts.access_key, self.opts.secret_key)
+            access = open_cluster(self.opts.namesrv, self.opts.security)
             try:
                 snap = take_snapshot(access, self.opts.topic)
                 starts = resolve_offsets(snap, self.opts.starting, access, "startingOffsets")

@@ -14,21 +14,22 @@ import pyarrow as pa
 
 from staticmq_spark.cluster import ClusterAccess, PullStatus, open_cluster
 from staticmq_spark.errors import DataLossError
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
 
 log = logging.getLogger(__name__)
-_READERS: dict[tuple[str, str, str], ClusterAccess] = {}
+_READERS: dict[tuple[str, ClientSecurity], ClusterAccess] = {}
 _READERS_LOCK = threading.Lock()
 
 
-def cluster_for(namesrv: str, access_key: str = "", secret_key: str = "") -> ClusterAccess:
+def cluster_for(namesrv: str, security: ClientSecurity = PLAIN) -> ClusterAccess:
     """One cluster-access object per Python worker, address and keys (read() gets only the partition)."""
-    key = (namesrv, access_key, secret_key)
+    key = (namesrv, security)
     with _READERS_LOCK:
         access = _READERS.get(key)
         if access is None:
-            access = _READERS[key] = open_cluster(namesrv, access_key, secret_key)
+            access = _READERS[key] = open_cluster(namesrv, security)
         return access
 
 
@@ -55,7 +56,7 @@ def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
     s = p.settings
-    access = cluster_for(s.namesrv, s.access_key, s.secret_key)
+    access = cluster_for(s.namesrv, s.security)
     schema = arrow_schema(s.include_properties)
     for seg in p.segments:
         offset = seg.physical_start

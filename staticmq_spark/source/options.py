@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from staticmq_spark.errors import InvalidArgumentError, InvalidOptionError
-from staticmq_spark.option_table import Option, OptionTable, ParsedOptions, cluster_address
+from staticmq_spark.option_table import (
+    SECURITY_OPTIONS,
+    Option,
+    OptionTable,
+    ParsedOptions,
+    client_security,
+    cluster_address,
+)
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 from staticmq_spark.protocol.names import validate_group
 
 EARLIEST = -2
@@ -56,8 +64,7 @@ SOURCE_OPTIONS = OptionTable(
         Option("group", "text", "consumer group: commit each finished micro-batch's offsets to the brokers"),
         Option("pullBatchSize", "positive", "messages per pull request (executors)", default="10000"),
         Option("retryTimeoutMs", "positive", "how long reads retry an unavailable broker", default="120000"),
-        Option("accessKey", "text", "Apache RocketMQ with ACL: the access key (default: $ROCKETMQ_ACCESS_KEY)"),
-        Option("secretKey", "text", "Apache RocketMQ with ACL: the secret key (default: $ROCKETMQ_SECRET_KEY)"),
+        *SECURITY_OPTIONS,
     ],
 )
 
@@ -90,8 +97,7 @@ class SourceOptions:
     group: str = ""
     pull_batch_size: int = 10_000
     retry_timeout_ms: int = 120_000
-    access_key: str = ""
-    secret_key: str = ""
+    security: ClientSecurity = PLAIN
 
 
 def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
@@ -126,8 +132,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         group=_group(opts.text("group")),
         pull_batch_size=opts.positive("pullBatchSize") or 10_000,
         retry_timeout_ms=opts.positive("retryTimeoutMs") or 120_000,
-        access_key=opts.text("accessKey"),
-        secret_key=opts.text("secretKey"),
+        security=client_security(opts),
     )
 
 

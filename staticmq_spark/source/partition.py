@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
+
 
 @dataclass(frozen=True, slots=True)
 class SegmentRef:
@@ -26,8 +28,7 @@ class ReadSettings:
     fail_on_data_loss: bool
     pull_batch_size: int
     retry_timeout_ms: int
-    access_key: str = ""
-    secret_key: str = ""
+    security: ClientSecurity = PLAIN
 
 
 class QueuePartition(InputPartition):

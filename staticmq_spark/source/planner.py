@@ -51,8 +51,7 @@ def settings_of(opts: SourceOptions) -> ReadSettings:
         fail_on_data_loss=opts.fail_on_data_loss,
         pull_batch_size=opts.pull_batch_size,
         retry_timeout_ms=opts.retry_timeout_ms,
-        access_key=opts.access_key,
-        secret_key=opts.secret_key,
+        security=opts.security,
     )
 
 

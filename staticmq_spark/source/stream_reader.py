@@ -58,7 +58,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _cluster(self) -> ClusterAccess:
         if self._access is None:
-            self._access = open_cluster(self.opts.namesrv, self.opts.access_key, self.opts.secret_key)
+            self._access = open_cluster(self.opts.namesrv, self.opts.security)
         return self._access
 
     def _snapshot(self) -> TopicSnapshot:

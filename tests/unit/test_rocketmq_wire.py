@@ -17,13 +17,14 @@ import pytest
 from staticmq_spark.cluster import BrokerState, parse_address
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping
+from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.rocketmq import fastjson
 from staticmq_spark.rocketmq.backend import fence_segments
 from staticmq_spark.rocketmq.batch_encode import encode_rows, properties_column
 from staticmq_spark.rocketmq.connection import split_host_port
 from staticmq_spark.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
-from staticmq_spark.rocketmq.remoting import Credentials, encode_properties, parse_mapping_detail, parse_route
+from staticmq_spark.rocketmq.remoting import encode_properties, parse_mapping_detail, parse_route, sign_request
 from staticmq_spark.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, decode_stored
 
 
@@ -224,7 +225,7 @@ def test_batches_split_into_requests_under_the_size_limit() -> None:
 
 def test_acl_signature_is_hmac_sha1_over_sorted_values_then_body() -> None:
     ext = {"topic": "orders", "queueId": "1"}
-    Credentials("ak", "sk").sign(ext, b"payload")
+    sign_request(Credentials("ak", "sk"), ext, b"payload")
     content = "ak" + "1" + "orders"  # sorted keys: AccessKey, queueId, topic
     expected = base64.b64encode(hmac.new(b"sk", content.encode() + b"payload", hashlib.sha1).digest()).decode()
     assert ext["Signature"] == expected and ext["AccessKey"] == "ak"
