@@ -12,7 +12,9 @@ from typing import Any
 
 
 class ClusterProcess:
-    def __init__(self, data_dir: Path, brokers: int = 2, settings: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, brokers: int = 2, settings: dict[str, Any] | None = None, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.data_dir = data_dir
         self.ready_file = data_dir.parent / f"{data_dir.name}.ready.json"
         args = [
@@ -31,6 +33,7 @@ class ClusterProcess:
         ]
         for key, value in (settings or {}).items():
             args += ["--set", f"{key}={value}"]
+        args += extra_args
         self.ready_file.unlink(missing_ok=True)
         self.log = (data_dir.parent / f"{data_dir.name}.cluster.log").open("ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -68,16 +68,21 @@ def test_demo_refuses_bad_sizes_with_a_clear_message() -> None:
     assert out.returncode != 0 and "--brokers must be at least 2" in out.stderr
 
 
-def test_demo_without_keep_leaves_nothing_in_the_temp_dir(tmp_path: Path) -> None:
+def test_demo_secure_runs_the_pipeline_with_acl_and_tls_and_leaves_nothing(tmp_path: Path) -> None:
+    """`--secure`: the whole pipeline (producers, bronze, results sink, checks) signs every call on a
+    cluster with an ACL and TLS; without --keep the run's directory (keys included) is removed."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
+    args = ["demo", "--secure", "--events", "500", "--users", "20", "--rate", "2000"]
     out = subprocess.run(
-        [sys.executable, "-m", "staticmq_spark.cli", "demo", "--events", "500", "--users", "20", "--rate", "2000"],
+        [sys.executable, "-m", "staticmq_spark.cli", *args],
         capture_output=True,
         text=True,
         timeout=600,
         env=env,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert "ACL and TLS on" in out.stdout
+    assert "[PASS] ACL and TLS: every call signed, permissions enforced" in out.stdout, out.stdout[-3000:]
     assert not list(tmp_path.glob("staticmq-demo-*")), "the demo's directory is removed at the end"
 
 

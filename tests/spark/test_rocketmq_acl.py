@@ -84,9 +84,3 @@ def test_spark_reads_and_writes_with_the_key_options(spark: SparkSession, acl_cl
         .save()
     )
     assert read("guarded-out", accessKey=KEYS[0], secretKey=KEYS[1]).count() == rows.count()
-
-
-def test_keys_for_a_staticmq_address_are_refused(spark: SparkSession) -> None:
-    reader = spark.read.format("staticmq").option("namesrv", "127.0.0.1:9").option("topic", "t")
-    with pytest.raises(PySparkException, match="apply to Apache RocketMQ"):
-        reader.option("accessKey", "a").option("secretKey", "b").load().collect()
