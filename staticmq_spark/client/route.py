@@ -75,9 +75,10 @@ class RouteCache:
                 _ANSWERED.add(addr)
                 return answer
         if not _ANSWERED.intersection(self.namesrv_addrs):
+            tls = "" if self._channels.security.tls_ca else ", or whether the cluster serves TLS (--tls-ca / tlsCaFile)"
             raise NameServerUnreachableError(
                 f"no name server at {';'.join(self.namesrv_addrs)} has answered: check the address "
-                f"(-n / NAMESRV_ADDR / the namesrv option); last error: {last.message if last else 'none'}"
+                f"(-n / NAMESRV_ADDR / the namesrv option){tls}; last error: {last.message if last else 'none'}"
             )
         assert last is not None
         raise last

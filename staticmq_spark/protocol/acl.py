@@ -103,8 +103,9 @@ class Acl:
                 f"and has {account.topic_perm(need.topic).label()}"
             )
         if need.group and Perm.SUB not in account.group_perm(need.group):
+            on = f" topic {need.topic!r}" if need.topic else ""
             raise AccessDeniedError(
-                f"{who} may not {need.action} as group {need.group!r}: it needs SUB and has "
+                f"{who} may not {need.action}{on} as group {need.group!r}: it needs SUB on the group and has "
                 f"{account.group_perm(need.group).label()}"
             )
 
