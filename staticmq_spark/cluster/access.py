@@ -37,6 +37,10 @@ class ClusterAccess(Protocol):
         """Every live broker's mapping copy, topic config and physical queue bounds."""
         ...
 
+    def topic_names(self) -> set[str]:
+        """Names of the cluster's topics (at least every static one; `gather` tells which are)."""
+        ...
+
     def pull_physical(
         self,
         topic: str,

@@ -40,6 +40,13 @@ class StaticMQAccess:
     def gather(self, topic: str) -> dict[str, BrokerState]:
         return self.admin.static.gather(topic)
 
+    def topic_names(self) -> set[str]:
+        """The static topics any live broker holds (its topic configs say which are static)."""
+        names: set[str] = set()
+        for broker in self.admin.cluster_info():
+            names.update(cfg.name for cfg in self.admin.topic_configs(broker.addr) if cfg.is_static)
+        return names
+
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
         return self._consumer().offset_for_timestamp(topic, queue, timestamp_ms)
 

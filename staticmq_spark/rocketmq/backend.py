@@ -66,6 +66,9 @@ class RocketMQAccess:
                 self._routes[topic] = route
         return route
 
+    def topic_names(self) -> set[str]:
+        return self.client.topic_names()
+
     def gather(self, topic: str) -> dict[str, BrokerState]:
         masters = self.masters(refresh=True)
         names = sorted(masters)

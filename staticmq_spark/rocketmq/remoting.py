@@ -219,6 +219,12 @@ class RemotingClient:
         table = fastjson.loads(resp.body).get("brokerAddrTable", {})
         return {name: b["brokerAddrs"]["0"] for name, b in table.items() if "0" in b.get("brokerAddrs", {})}
 
+    def topic_names(self) -> set[str]:
+        """Every topic the name servers know (RocketMQ's TopicList body: {"topicList": [...]})."""
+        resp = self.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+        _check(resp, "topic list")
+        return {str(t) for t in fastjson.loads(resp.body).get("topicList", [])}
+
     # ---------------------------------------------------------------- topic metadata on one broker
 
     def topic_config(self, addr: str, topic: str) -> tuple[TopicConfig, TopicQueueMapping | None] | None:

@@ -1,5 +1,5 @@
 """The batch reader (`spark.read.format("staticmq")`): [startingOffsets, endingOffsets) resolved
-once at planning, one partition per logic queue, read like the stream."""
+once at planning, one partition per topic and logic queue, read like the stream."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
 from staticmq_spark.source.planner import plan_partitions, resolve_offsets, settings_of
-from staticmq_spark.source.snapshot import take_snapshot
+from staticmq_spark.source.subscription import Subscription
 
 
 class StaticMQBatchReader(DataSourceReader):
@@ -25,17 +25,26 @@ class StaticMQBatchReader(DataSourceReader):
         def plan() -> list[QueuePartition]:
             access = open_cluster(self.opts.namesrv, self.opts.security)
             try:
-                snap = take_snapshot(access, self.opts.topic)
-                starts = resolve_offsets(snap, self.opts.starting, access, "startingOffsets")
-                ends = resolve_offsets(snap, self.opts.ending, access, "endingOffsets")
+                snaps = Subscription(self.opts).snapshots(access)
+                ranges = {
+                    topic: (
+                        resolve_offsets(snap, self.opts.starting, access, "startingOffsets"),
+                        resolve_offsets(snap, self.opts.ending, access, "endingOffsets"),
+                    )
+                    for topic, snap in snaps.items()
+                }
             finally:
                 access.close()
-            backwards = {q: (starts[q], ends[q]) for q in starts if ends[q] < starts[q]}
-            if backwards:
-                raise InvalidOptionError(
-                    f"endingOffsets lie before startingOffsets for logic queue(s) {backwards} (queue: (start, end))"
-                )
-            return plan_partitions(snap, starts, ends, settings_of(self.opts))
+            parts: list[QueuePartition] = []
+            for topic, (starts, ends) in ranges.items():
+                backwards = {q: (starts[q], ends[q]) for q in starts if ends[q] < starts[q]}
+                if backwards:
+                    raise InvalidOptionError(
+                        f"endingOffsets lie before startingOffsets for topic {topic!r} logic queue(s) {backwards} "
+                        "(queue: (start, end))"
+                    )
+                parts += plan_partitions(snaps[topic], starts, ends, settings_of(self.opts))
+            return parts
 
         return with_retries("planning the batch read", plan, self.opts.retry_timeout_ms / 1000)
 

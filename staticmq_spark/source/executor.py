@@ -63,7 +63,7 @@ def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
         while offset < seg.physical_end:
             want = min(s.pull_batch_size, seg.physical_end - offset)
             got = access.pull_physical(
-                s.topic,
+                p.topic,
                 seg.bname,
                 seg.addr,
                 seg.queue,
@@ -80,7 +80,7 @@ def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
                 keep = int(np.searchsorted(got.messages.queue_offsets, seg.physical_end))
                 yield to_spark_batch(
                     got.messages,
-                    topic=s.topic,
+                    topic=p.topic,
                     logic_queue=p.queue,
                     offset_delta=seg.offset_delta,
                     bname=seg.bname,
@@ -104,7 +104,7 @@ def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
 def _data_loss(p: QueuePartition, seg: SegmentRef, physical_from: int, physical_to: int) -> None:
     lo, hi = physical_from + seg.offset_delta, physical_to + seg.offset_delta
     message = (
-        f"topic {p.settings.topic!r} logic queue {p.queue}: messages at logic offsets [{lo}, {hi}) "
+        f"topic {p.topic!r} logic queue {p.queue}: messages at logic offsets [{lo}, {hi}) "
         f"(physical {seg.bname}/{seg.queue} [{physical_from}, {physical_to})) were removed before they were read"
     )
     if p.settings.fail_on_data_loss:

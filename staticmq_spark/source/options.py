@@ -4,6 +4,7 @@ An unknown key, a malformed value or a contradiction fails at once, naming the o
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from staticmq_spark.option_table import (
     cluster_address,
 )
 from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
-from staticmq_spark.protocol.names import validate_group
+from staticmq_spark.protocol.names import validate_group, validate_topic
 
 EARLIEST = -2
 LATEST = -1
@@ -32,11 +33,12 @@ SOURCE_OPTIONS = OptionTable(
             "name server HOST:PORT, several separated by ';'; rocketmq://HOST:PORT[;HOST:PORT] for Apache RocketMQ",
             required=True,
         ),
-        Option("topic", "text", "a static topic", required=True),
+        Option("topic", "text", "a static topic, or several separated by commas (give topic or topicPattern)"),
+        Option("topicPattern", "text", "a regular expression: read every static topic whose whole name matches"),
         Option(
             "startingOffsets",
             "text",
-            'earliest, latest, or JSON {"topic": {"0": 42, "1": -2}} (-2 earliest, -1 latest)',
+            'earliest, latest, or JSON {"topic": {"0": 42, "1": -2}, ...} (-2 earliest, -1 latest)',
         ),
         Option(
             "startingTimestamp", "text", "ms since epoch: every logic queue starts at the first message stored then"
@@ -69,23 +71,33 @@ SOURCE_OPTIONS = OptionTable(
 )
 
 
+QueueValues = tuple[tuple[int, int], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class StartSpec:
-    """Where a query starts: 'earliest', 'latest', 'offsets' (per queue, -2/-1 allowed),
-    'timestamp' (one for all queues) or 'timestamps' (per queue)."""
+    """Where a query starts: 'earliest', 'latest', 'offsets' (per topic and queue, -2/-1 allowed),
+    'timestamp' (one for all queues) or 'timestamps' (per topic and queue)."""
 
     kind: str
-    offsets: tuple[tuple[int, int], ...] = ()
+    per_topic: tuple[tuple[str, QueueValues], ...] = ()
     timestamp: int = 0
 
-    def offsets_dict(self) -> dict[int, int]:
-        return dict(self.offsets)
+    def offsets_for(self, topic: str) -> dict[int, int] | None:
+        """The JSON values given for `topic` (None: the JSON does not name it)."""
+        for name, values in self.per_topic:
+            if name == topic:
+                return dict(values)
+        return None
+
+    def values(self) -> list[int]:
+        return [v for _, values in self.per_topic for _, v in values]
 
 
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     namesrv: str
-    topic: str
+    topics: tuple[str, ...]  # the `topic` list; empty with a pattern
     starting: StartSpec
     ending: StartSpec
     max_messages_per_trigger: int | None = None
@@ -98,14 +110,23 @@ class SourceOptions:
     pull_batch_size: int = 10_000
     retry_timeout_ms: int = 120_000
     security: ClientSecurity = PLAIN
+    pattern: str = ""  # topicPattern: a regular expression every topic name must fully match
+
+    @property
+    def subscription(self) -> str:
+        """The topics as a reader names them in logs and errors."""
+        return ",".join(self.topics) if self.topics else f"pattern {self.pattern!r}"
+
+    def subscribes(self, topic: str) -> bool:
+        return topic in self.topics if self.topics else re.fullmatch(self.pattern, topic) is not None
 
 
 def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
     opts = SOURCE_OPTIONS.parse(raw)
-    topic = opts.text("topic")
-    starting = _starting(opts, topic, default="latest" if streaming else "earliest")
-    ending = _offsets_spec("endingOffsets", opts.text("endingOffsets"), topic, allow_earliest=False)
-    if not streaming and (starting.kind == "latest" or any(v == LATEST for _, v in starting.offsets)):
+    topics, pattern = _subscription(opts)
+    starting = _starting(opts, topics, pattern, default="latest" if streaming else "earliest")
+    ending = _offsets_spec("endingOffsets", opts.text("endingOffsets"), topics, pattern, allow_earliest=False)
+    if not streaming and (starting.kind == "latest" or LATEST in starting.values()):
         raise InvalidOptionError(
             "option 'startingOffsets': a batch query cannot start at latest (it would read nothing); "
             "use earliest, JSON offsets or a timestamp"
@@ -120,7 +141,8 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         )
     return SourceOptions(
         namesrv=cluster_address(opts),
-        topic=topic,
+        topics=topics,
+        pattern=pattern,
         starting=starting,
         ending=ending,
         max_messages_per_trigger=max_rows,
@@ -136,7 +158,33 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
     )
 
 
-def _starting(opts: ParsedOptions, topic: str, default: str) -> StartSpec:
+def _subscription(opts: ParsedOptions) -> tuple[tuple[str, ...], str]:
+    """(topics, pattern) from `topic` (a comma list) or `topicPattern`: exactly one of them."""
+    given = [k for k in ("topic", "topicPattern") if k in opts and opts.text(k).strip()]
+    if len(given) != 1:
+        raise InvalidOptionError(
+            "give exactly one of the options 'topic' (a static topic, or several separated by commas) "
+            f"and 'topicPattern' (a regular expression); got {given or 'neither'}"
+        )
+    if given == ["topicPattern"]:
+        pattern = opts.text("topicPattern").strip()
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise InvalidOptionError(f"option 'topicPattern': {pattern!r} is not a regular expression: {exc}") from None
+        return (), pattern
+    topics = []
+    for name in opts.text("topic").split(","):
+        try:
+            topics.append(validate_topic(name.strip()))
+        except InvalidArgumentError as exc:
+            raise InvalidOptionError(f"option 'topic': {exc.message}") from None
+    if len(set(topics)) != len(topics):
+        raise InvalidOptionError(f"option 'topic' names a topic twice: {opts.text('topic')!r}")
+    return tuple(topics), ""
+
+
+def _starting(opts: ParsedOptions, topics: tuple[str, ...], pattern: str, default: str) -> StartSpec:
     given = [k for k in ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp") if k in opts]
     if len(given) > 1:
         raise InvalidOptionError(
@@ -145,13 +193,13 @@ def _starting(opts: ParsedOptions, topic: str, default: str) -> StartSpec:
     if "startingTimestamp" in opts:
         return StartSpec("timestamp", timestamp=_int("startingTimestamp", opts.text("startingTimestamp"), minimum=0))
     if "startingOffsetsByTimestamp" in opts:
-        per_queue = _queue_json("startingOffsetsByTimestamp", opts.text("startingOffsetsByTimestamp"), topic, 0)
-        return StartSpec("timestamps", offsets=per_queue)
+        value = opts.text("startingOffsetsByTimestamp")
+        return StartSpec("timestamps", per_topic=_topic_json("startingOffsetsByTimestamp", value, topics, pattern, 0))
     value = opts.text("startingOffsets") if "startingOffsets" in opts else default
-    return _offsets_spec("startingOffsets", value, topic, allow_earliest=True)
+    return _offsets_spec("startingOffsets", value, topics, pattern, allow_earliest=True)
 
 
-def _offsets_spec(name: str, value: str, topic: str, *, allow_earliest: bool) -> StartSpec:
+def _offsets_spec(name: str, value: str, topics: tuple[str, ...], pattern: str, *, allow_earliest: bool) -> StartSpec:
     word = value.strip().lower()
     if word == "latest":
         return StartSpec("latest")
@@ -159,21 +207,41 @@ def _offsets_spec(name: str, value: str, topic: str, *, allow_earliest: bool) ->
         if not allow_earliest:
             raise InvalidOptionError(f"option {name!r} cannot be 'earliest'; use latest or JSON offsets")
         return StartSpec("earliest")
-    return StartSpec("offsets", offsets=_queue_json(name, value, topic, minimum=EARLIEST if allow_earliest else LATEST))
+    minimum = EARLIEST if allow_earliest else LATEST
+    return StartSpec("offsets", per_topic=_topic_json(name, value, topics, pattern, minimum))
 
 
-def _queue_json(name: str, value: str, topic: str, minimum: int) -> tuple[tuple[int, int], ...]:
+def _topic_json(
+    name: str, value: str, topics: tuple[str, ...], pattern: str, minimum: int
+) -> tuple[tuple[str, QueueValues], ...]:
+    """JSON {"topic": {"queue": value}}: with a topic list it names exactly those topics; with a
+    pattern, topics that match it (a matching topic it does not name starts at earliest)."""
     try:
         parsed = json.loads(value)
     except ValueError:
         raise InvalidOptionError(f"option {name!r} is neither a keyword nor valid JSON: {value!r}") from None
-    if not isinstance(parsed, dict) or set(parsed) != {topic} or not isinstance(parsed[topic], dict):
-        raise InvalidOptionError(f'option {name!r} must be JSON {{"{topic}": {{"0": ..., "1": ...}}}}, got {value!r}')
+    example = topics[0] if topics else "topic"
+    if not isinstance(parsed, dict) or not parsed or not all(isinstance(v, dict) for v in parsed.values()):
+        raise InvalidOptionError(f'option {name!r} must be JSON {{"{example}": {{"0": ..., "1": ...}}}}, got {value!r}')
+    if topics and set(parsed) != set(topics):
+        raise InvalidOptionError(
+            f"option {name!r} must name exactly the topics of option 'topic' {list(topics)}; it names {sorted(parsed)}"
+        )
+    if pattern:
+        strangers = sorted(t for t in parsed if re.fullmatch(pattern, t) is None)
+        if strangers:
+            raise InvalidOptionError(
+                f"option {name!r} names topics {strangers} that topicPattern {pattern!r} does not match"
+            )
+    return tuple((topic, _queue_values(name, topic, parsed[topic], minimum)) for topic in sorted(parsed))
+
+
+def _queue_values(name: str, topic: str, per_queue: dict[str, Any], minimum: int) -> QueueValues:
     out = []
-    for q, v in parsed[topic].items():
+    for q, v in per_queue.items():
         if not str(q).isdigit() or not isinstance(v, int) or isinstance(v, bool) or v < minimum:
             raise InvalidOptionError(
-                f"option {name!r}: queue {q!r} -> {v!r} is not a queue id and an integer >= {minimum}"
+                f"option {name!r}: topic {topic!r} queue {q!r} -> {v!r} is not a queue id and an integer >= {minimum}"
             )
         out.append((int(q), v))
     return tuple(sorted(out))

@@ -1,5 +1,5 @@
-"""What the driver sends each Spark task: one logic queue's range, already resolved into the
-physical segments to read (plain picklable values: executors need no mapping of their own)."""
+"""What the driver sends each Spark task: one logic queue's range of one topic, already resolved
+into the physical segments to read (plain picklable values: executors need no mapping of their own)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ class SegmentRef:
 @dataclass(frozen=True, slots=True)
 class ReadSettings:
     namesrv: str
-    topic: str
     include_properties: bool
     fail_on_data_loss: bool
     pull_batch_size: int
@@ -32,12 +31,14 @@ class ReadSettings:
 
 
 class QueuePartition(InputPartition):
-    """Logic queue `queue`, offsets [start, end): always the same Spark partition index."""
+    """Logic queue `queue` of `topic`, offsets [start, end): always the same Spark partition index
+    (partitions are planned in topic order, then queue order)."""
 
     def __init__(
-        self, queue: int, start: int, end: int, segments: tuple[SegmentRef, ...], settings: ReadSettings
+        self, topic: str, queue: int, start: int, end: int, segments: tuple[SegmentRef, ...], settings: ReadSettings
     ) -> None:
-        super().__init__(queue)
+        super().__init__((topic, queue))
+        self.topic = topic
         self.queue = queue
         self.start = start
         self.end = end
@@ -45,4 +46,7 @@ class QueuePartition(InputPartition):
         self.settings = settings
 
     def __repr__(self) -> str:
-        return f"QueuePartition(queue={self.queue}, [{self.start}, {self.end}), {len(self.segments)} segment(s))"
+        return (
+            f"QueuePartition({self.topic!r}, queue={self.queue}, [{self.start}, {self.end}), "
+            f"{len(self.segments)} segment(s))"
+        )

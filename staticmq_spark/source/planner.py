@@ -26,7 +26,9 @@ def resolve_offsets(
         return snap.latest()
     if spec.kind == "timestamp":
         return {q: access.offset_for_timestamp(snap.topic, q, spec.timestamp) for q in queues}
-    given = spec.offsets_dict()
+    given = spec.offsets_for(snap.topic)
+    if given is None:  # a topicPattern topic the JSON does not name: from its earliest
+        return snap.earliest()
     missing = sorted(set(queues) - set(given))
     extra = sorted(set(given) - set(queues))
     if missing or extra:
@@ -46,7 +48,6 @@ def resolve_offsets(
 def settings_of(opts: SourceOptions) -> ReadSettings:
     return ReadSettings(
         namesrv=opts.namesrv,
-        topic=opts.topic,
         include_properties=opts.include_properties,
         fail_on_data_loss=opts.fail_on_data_loss,
         pull_batch_size=opts.pull_batch_size,
@@ -80,6 +81,7 @@ def plan_partitions(
     segments = snap.segments(starts, ends)
     return [
         QueuePartition(
+            snap.topic,
             q,
             starts[q],
             ends[q],

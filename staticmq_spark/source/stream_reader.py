@@ -1,5 +1,5 @@
 """The streaming reader (driver): offsets, admission control, Trigger.AvailableNow, lag, and
-planning one partition per logic queue. read() runs on executors from the partition alone.
+planning one partition per topic and logic queue. read() runs on executors from the partition alone.
 
 Facts of pyspark's Python streaming API it lives with: initialOffset() is called more than once
 per run (so the start is resolved once and kept, and carried in batch 0's end offset for a
@@ -31,10 +31,12 @@ from staticmq_spark.source import offsets as offset_json
 from staticmq_spark.source.admission import advance, count_rows, share_budget
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.idle import IdleBackoff
+from staticmq_spark.source.offsets import Offsets
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
 from staticmq_spark.source.planner import check_went_back, plan_partitions, resolve_offsets, settings_of
-from staticmq_spark.source.snapshot import TopicSnapshot, take_snapshot
+from staticmq_spark.source.snapshot import take_snapshot
+from staticmq_spark.source.subscription import Snapshots, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +44,12 @@ log = logging.getLogger(__name__)
 class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.opts = options
+        self._subscription = Subscription(options)
         self._access: ClusterAccess | None = None
-        self._initial: dict[int, int] | None = None
-        self._target: dict[int, int] | None = None
-        self._latest: dict[int, int] | None = None
+        self._initial: Offsets | None = None
+        self._target: Offsets | None = None
+        self._latest: Offsets | None = None
+        self._lag: Offsets = {}
         self._last_trigger = time.monotonic()
         self._idle = IdleBackoff()
 
@@ -61,10 +65,10 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._access = open_cluster(self.opts.namesrv, self.opts.security)
         return self._access
 
-    def _snapshot(self) -> TopicSnapshot:
+    def _snapshots(self, known: list[str] | None = None) -> Snapshots:
         access = self._cluster()
         return with_retries(
-            "reading the topic's state", lambda: take_snapshot(access, self.opts.topic), self._timeout_s
+            "reading the topics' state", lambda: self._subscription.snapshots(access, known or []), self._timeout_s
         )
 
     @property
@@ -75,36 +79,66 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, Any]:
         if self._initial is None:
-            snap = self._snapshot()
-            self._initial = resolve_offsets(snap, self.opts.starting, self._cluster())
-            log.info("staticmq source %s starts at %s", self.opts.topic, self._initial)
-        return offset_json.to_json(self.opts.topic, self._initial)
+            snaps = self._snapshots()
+            access = self._cluster()
+            self._initial = {t: resolve_offsets(snap, self.opts.starting, access) for t, snap in snaps.items()}
+            log.info("staticmq source %s starts at %s", self.opts.subscription, self._initial)
+        return offset_json.to_json(self._initial)
+
+    def _begin(self, snaps: Snapshots, offsets: dict[str, Any]) -> Offsets:
+        """Where each subscribed topic continues from `offsets`: a topic they do not name yet (one
+        that matched topicPattern since) starts at its earliest offset; offsets that went back are
+        handled per failOnDataLoss."""
+        begin: Offsets = {}
+        for topic, snap in snaps.items():
+            if topic in offsets:
+                given = offset_json.from_json(offsets, topic, snap.total_queues)
+                begin[topic] = check_went_back(snap, given, self.opts.fail_on_data_loss)
+            else:
+                log.info("staticmq source: new topic %s, read from its earliest offsets", topic)
+                begin[topic] = snap.earliest()
+        return begin
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        snap = self._snapshot()
-        given = offset_json.from_json(start, self.opts.topic, snap.total_queues)
-        begin = check_went_back(snap, given, self.opts.fail_on_data_loss)
-        latest = {q: max(begin[q], snap.latest()[q]) for q in begin}
+        snaps = self._snapshots(offset_json.topics_of(start))
+        begin = self._begin(snaps, start)
+        latest = {t: {q: max(o, snaps[t].latest()[q]) for q, o in per.items()} for t, per in begin.items()}
         self._latest = latest
         if self._target is not None:
-            latest = {q: max(begin[q], min(latest[q], self._target[q])) for q in begin}
-        end = self._admit(snap, begin, latest, limit)
-        if end == begin and begin == given:
+            latest = {
+                t: {q: max(o, min(latest[t][q], self._target.get(t, {}).get(q, o))) for q, o in per.items()}
+                for t, per in begin.items()
+            }
+        end = self._admit(snaps, begin, latest, limit)
+        self._lag = self._behind(snaps, end)
+        unchanged = {t: per for t, per in end.items() if t in start}
+        if (
+            end == begin
+            and len(unchanged) == len(end)
+            and all(begin[t] == offset_json.from_json(start, t, snaps[t].total_queues) for t in end)
+        ):
             if self._target is None:  # AvailableNow ends on this answer: no reason to wait
                 time.sleep(self._idle.after_poll(found_data=False))
             return start
         self._idle.after_poll(found_data=True)
         initial = self._initial if begin == self._initial else None
-        return offset_json.to_json(self.opts.topic, end, initial=initial)
+        return offset_json.to_json(end, initial=initial)
 
-    def _admit(
-        self, snap: TopicSnapshot, begin: dict[int, int], latest: dict[int, int], limit: ReadLimit
-    ) -> dict[int, int]:
+    def _behind(self, snaps: Snapshots, consumed: Offsets) -> Offsets:
+        """Messages between each queue's planned end and its latest offset (remap jumps hold none)."""
+        lag: Offsets = {}
+        for topic, per_queue in consumed.items():
+            latest = {q: max(o, snaps[topic].latest()[q]) for q, o in per_queue.items()}
+            segments = snaps[topic].segments(per_queue, latest)
+            lag[topic] = {q: count_rows(segments[q]) for q in per_queue}
+        return lag
+
+    def _admit(self, snaps: Snapshots, begin: Offsets, latest: Offsets, limit: ReadLimit) -> Offsets:
         if isinstance(limit, ReadAllAvailable):
             return latest
-        segments = snap.segments(begin, latest)
-        queues = sorted(begin)
-        available = [count_rows(segments[q]) for q in queues]
+        segments = {t: snaps[t].segments(begin[t], latest[t]) for t in begin}
+        keys = [(t, q) for t in sorted(begin) for q in sorted(begin[t])]
+        available = [count_rows(segments[t][q]) for t, q in keys]
         if isinstance(limit, ReadMinRows):
             waited_ms = (time.monotonic() - self._last_trigger) * 1000
             enough = sum(available) >= limit.min_rows or self._target is not None
@@ -114,16 +148,16 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         elif isinstance(limit, ReadMaxRows):
             budget = limit.max_rows
         elif isinstance(limit, ReadMaxBytes):
-            sizes = [snap.bounds[q].avg_message_bytes for q in queues if snap.bounds[q].avg_message_bytes]
+            sizes = [snaps[t].bounds[q].avg_message_bytes for t, q in keys if snaps[t].bounds[q].avg_message_bytes]
             average = max(1, sum(sizes) // len(sizes)) if sizes else 1
             budget = max(1, limit.max_bytes // average)
         else:
             return latest
         shares = share_budget(available, budget)
-        return {
-            q: latest[q] if s == a else advance(segments[q], begin[q], s)
-            for q, s, a in zip(queues, shares, available, strict=True)
-        }
+        end: Offsets = {t: {} for t in begin}
+        for (t, q), share, avail in zip(keys, shares, available, strict=True):
+            end[t][q] = latest[t][q] if share == avail else advance(segments[t][q], begin[t][q], share)
+        return end
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.min_messages_per_trigger is not None:
@@ -135,21 +169,29 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return None if self._latest is None else offset_json.to_json(self.opts.topic, self._latest)
+        """The latest offsets with each logic queue's lag in messages (`staticmq.lag`, and
+        `staticmq.lagTotal`): the query progress shows them as the source's latestOffset."""
+        return None if self._latest is None else offset_json.with_lag(self._latest, self._lag)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._snapshot().latest()
+        self._target = {t: snap.latest() for t, snap in self._snapshots().items()}
 
     # ------------------------------------------------------------------ planning and reading
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueuePartition]:
         def plan() -> list[QueuePartition]:
-            snap = take_snapshot(self._cluster(), self.opts.topic)
-            ends = offset_json.from_json(end, self.opts.topic, snap.total_queues)
-            carried = offset_json.initial_of(end)
-            begin = carried if carried is not None else offset_json.from_json(start, self.opts.topic, snap.total_queues)
-            begin = check_went_back(snap, begin, self.opts.fail_on_data_loss)
-            return plan_partitions(snap, begin, ends, settings_of(self.opts))
+            topics = offset_json.topics_of(end)
+            access = self._cluster()
+            snaps = {t: take_snapshot(access, t) for t in topics}
+            begin = self._begin(snaps, start)
+            carried = offset_json.initial_of(end, topics)  # batch 0 replayed: its start as first planned
+            begin.update({t: per_queue for t, per_queue in (carried or {}).items() if t in begin})
+            parts: list[QueuePartition] = []
+            for topic in topics:
+                ends = offset_json.from_json(end, topic, snaps[topic].total_queues)
+                starts = check_went_back(snaps[topic], begin[topic], self.opts.fail_on_data_loss)
+                parts += plan_partitions(snaps[topic], starts, ends, settings_of(self.opts))
+            return parts
 
         parts = with_retries("planning a micro-batch", plan, self._timeout_s)
         self._last_trigger = time.monotonic()
@@ -162,11 +204,19 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self.opts.group:
             return
         access = self._cluster()
-        for q, offset in offset_json.from_json(end, self.opts.topic, len(end[self.opts.topic])).items():
-            try:
-                access.commit_offset(self.opts.group, self.opts.topic, q, offset)
-            except StaticMQError as exc:
-                log.warning("committing group %s offset %d of queue %d failed: %s", self.opts.group, offset, q, exc)
+        for topic in offset_json.topics_of(end):
+            for q, offset in offset_json.from_json(end, topic, len(end[topic])).items():
+                try:
+                    access.commit_offset(self.opts.group, topic, q, offset)
+                except StaticMQError as exc:
+                    log.warning(
+                        "committing group %s offset %d of %s queue %d failed: %s",
+                        self.opts.group,
+                        offset,
+                        topic,
+                        q,
+                        exc,
+                    )
 
     def stop(self) -> None:
         if self._access is not None:

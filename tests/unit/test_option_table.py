@@ -44,7 +44,7 @@ def test_readme_option_tables_list_exactly_the_declared_options() -> None:
 
 def test_option_keys_are_case_insensitive_and_defaults_apply() -> None:
     opts = parse_source_options({"NAMESRV": "h:1", "Topic": "t", "MAXMESSAGESPERTRIGGER": "5"}, streaming=True)
-    assert (opts.namesrv, opts.topic, opts.max_messages_per_trigger) == ("h:1", "t", 5)
+    assert (opts.namesrv, opts.topics, opts.max_messages_per_trigger) == ("h:1", ("t",), 5)
     assert opts.max_trigger_delay_ms == 15 * 60_000 and opts.fail_on_data_loss and opts.pull_batch_size == 10_000
     sink = parse_sink_options(BASE)
     assert (sink.order, sink.send_timeout_ms, sink.active_detection, sink.request_bytes) == (
@@ -74,10 +74,13 @@ def test_keys_spark_adds_are_ignored() -> None:
     parse_sink_options({**BASE, "checkpointLocation": "/tmp/ck", "path": "x", "queryName": "q"})
 
 
-@pytest.mark.parametrize("missing", ["namesrv", "topic"])
-def test_required_options_name_themselves(missing: str) -> None:
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [("namesrv", "option 'namesrv' is required"), ("topic", "give exactly one of the options 'topic'")],
+)
+def test_required_options_name_themselves(missing: str, message: str) -> None:
     raw = {k: v for k, v in BASE.items() if k != missing}
-    with pytest.raises(InvalidOptionError, match=f"option '{missing}' is required"):
+    with pytest.raises(InvalidOptionError, match=message):
         parse_source_options(raw, streaming=True)
 
 
