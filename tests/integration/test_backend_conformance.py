@@ -125,6 +125,18 @@ def test_snapshot_resolves_the_chain_with_fenced_old_segments(backend: Backend) 
     assert snap.bounds[0].min_offset == 0 and snap.bounds[0].max_offset == 20002
 
 
+def test_topic_names_include_every_static_topic(backend: Backend) -> None:
+    """What topicPattern subscriptions list: the cluster's topics (every static one among them)."""
+    topic = _topic(backend, "listed")
+    backend.create(topic, 2, backend.brokers)
+    access = open_cluster(backend.address)
+    try:
+        names = access.topic_names()
+    finally:
+        access.close()
+    assert topic in names
+
+
 @pytest.mark.parametrize("bad", ["rocketmq://", "kafka://h:1", "host-without-port"])
 def test_bad_addresses_are_refused_naming_the_address(bad: str) -> None:
     from staticmq_spark.errors import InvalidOptionError
