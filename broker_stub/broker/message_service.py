@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from broker_stub import metrics
 from broker_stub.broker.long_poll import ArrivalNotifier
+from broker_stub.broker.pull_limits import pull_limits
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.config import BrokerConfig
 from broker_stub.store.message_store import MessageStore
-from broker_stub.store.store_results import ReadResult, ReadStatus
-from staticmq_spark.errors import (
-    InvalidArgumentError,
-    InvalidOffsetError,
-    QueueNotFoundError,
-    StaticTopicRefusedError,
-)
+from broker_stub.store.store_results import ReadResult
+from staticmq_spark.errors import InvalidArgumentError, QueueNotFoundError, StaticTopicRefusedError
 from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.row_decode import validate_batch
 from staticmq_spark.protocol.topic import TopicConfig
-
-MAX_PULL_MESSAGES = 100_000
-DEFAULT_PULL_BYTES = 16 << 20
-MAX_PULL_BYTES = 48 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +46,7 @@ class PullQuery:
 
 @dataclass(frozen=True, slots=True)
 class PullOutcome:
-    status: str  # FOUND, NO_NEW_MESSAGE, OFFSET_MOVED, NOT_FOUND
+    status: PullStatus  # FOUND, NO_NEW_MESSAGE, OFFSET_MOVED or NOT_FOUND (static topics)
     next_offset: int
     min_offset: int
     max_offset: int
@@ -87,8 +80,12 @@ class MessageService:
     # ------------------------------------------------------------------ send
 
     def send(self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b"") -> SendOutcome:
+        """Send to a plain topic's queue; a static topic's physical queues never take sends."""
         cfg = self._topics.require(topic)
-        self._plain_only(cfg)
+        if cfg.is_static:
+            raise StaticTopicRefusedError(
+                f"topic {topic!r} is static: sends address logic queues, never physical queues"
+            )
         if not cfg.writable:
             raise InvalidArgumentError(f"topic {topic!r} is not writable on this broker (perm {cfg.perm})")
         _check_queue(cfg, queue_id, cfg.write_queues, "write")
@@ -128,20 +125,27 @@ class MessageService:
         if not cfg.readable:
             raise InvalidArgumentError(f"topic {query.topic!r} is not readable on this broker (perm {cfg.perm})")
         _check_queue(cfg, query.queue_id, cfg.read_queues, "read")
-        result = self.read_physical(query)
+        result = self.read_physical(self.limit(query))
         return to_outcome(result, query.queue_id, self._config.name, delta=0)
 
+    def limit(self, query: PullQuery) -> PullQuery:
+        """The query checked and capped by this broker's pull limits (pull_limits.py): every pull
+        it serves, of any queue, passes here once before anything is read."""
+        limits = pull_limits(
+            query.offset, query.max_messages, query.max_bytes, query.wait_ms, self._config.max_long_poll_ms
+        )
+        return replace(query, max_messages=limits.max_messages, max_bytes=limits.max_bytes, wait_ms=limits.wait_ms)
+
     def read_physical(self, query: PullQuery) -> ReadResult:
-        """Read a physical queue, waiting up to `wait_ms` (long polling) when nothing is there."""
-        _check_pull_args(query)
-        max_bytes = min(query.max_bytes or DEFAULT_PULL_BYTES, MAX_PULL_BYTES)
-        max_messages = min(query.max_messages, MAX_PULL_MESSAGES)
+        """Read a physical queue, waiting up to `wait_ms` (long polling) when nothing is there.
+        The query is within the pull limits already (`limit`)."""
+        max_messages, max_bytes = query.max_messages, query.max_bytes
         result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes)
-        if result.status is not ReadStatus.NO_NEW_MESSAGE or query.wait_ms <= 0:
+        if result.pull_status is not PullStatus.NO_NEW_MESSAGE or query.wait_ms <= 0:
             metrics.record_out(query.topic, result.count, len(result.data))
             return result
-        deadline = time.monotonic() + min(query.wait_ms, self._config.max_long_poll_ms) / 1000
-        while result.status is ReadStatus.NO_NEW_MESSAGE:
+        deadline = time.monotonic() + query.wait_ms / 1000
+        while result.pull_status is PullStatus.NO_NEW_MESSAGE:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -189,16 +193,10 @@ class MessageService:
 
 def to_outcome(result: ReadResult, physical_queue_id: int, bname: str, delta: int) -> PullOutcome:
     """A store read as a pull answer; offsets stay physical except next/min/max (shifted by delta)."""
-    status = {
-        ReadStatus.FOUND: "FOUND",
-        ReadStatus.NO_NEW_MESSAGE: "NO_NEW_MESSAGE",
-        ReadStatus.OFFSET_TOO_SMALL: "OFFSET_MOVED",
-        ReadStatus.OFFSET_OVERFLOW: "OFFSET_MOVED",
-    }[result.status]
     sizes = b"" if result.sizes is None else result.sizes.astype("<i4").tobytes()
     stamps = b"" if result.store_timestamps is None else np.asarray(result.store_timestamps, "<i8").tobytes()
     return PullOutcome(
-        status=status,
+        status=result.pull_status,
         next_offset=result.next_offset + delta,
         min_offset=result.min_offset + delta,
         max_offset=result.max_offset + delta,
@@ -217,12 +215,3 @@ def _check_queue(cfg: TopicConfig, queue_id: int, count: int, what: str) -> None
         raise QueueNotFoundError(
             f"topic {cfg.name!r} has {count} {what} queues on this broker; queue {queue_id} does not exist"
         )
-
-
-def _check_pull_args(query: PullQuery) -> None:
-    if query.offset < 0:
-        raise InvalidOffsetError(f"pull offset must be >= 0, got {query.offset}")
-    if query.max_messages <= 0:
-        raise InvalidArgumentError(f"max_messages must be positive, got {query.max_messages}")
-    if query.max_bytes < 0 or query.wait_ms < 0:
-        raise InvalidArgumentError("max_bytes and wait_ms must be >= 0")

@@ -1,5 +1,6 @@
 """Access to one segment's physical queue, wherever it lives: this broker's store, or another
-broker's (remote read). Logic-queue code above it never cares which."""
+broker's (remote read). Logic-queue code above it never cares which: both answer a PhysicalRead
+with the pull status (a local store read's, or the remote answer's as it came)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,21 @@ from broker_stub.broker.peers import Peers
 from broker_stub.broker.read_ahead import ReadAhead
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.message_store import MessageStore
-from broker_stub.store.store_results import ReadResult, ReadStatus
+from broker_stub.store.store_results import ReadResult
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.mapping import MappingItem
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.pull_status import PullStatus
 
 BOUNDS_TTL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
 class PhysicalRead:
-    status: ReadStatus
+    """A read of one physical queue; OFFSET_MOVED: the offset is below min_offset or above
+    max_offset, and next_offset is where the queue continues."""
+
+    status: PullStatus
     next_offset: int
     min_offset: int
     max_offset: int
@@ -58,6 +63,7 @@ class SegmentAccess:
     def read(
         self, topic: str, item: MappingItem, offset: int, max_messages: int, max_bytes: int, wait_ms: int
     ) -> PhysicalRead:
+        """Read a physical queue, within the pull limits already (the logic pull passed them)."""
         if self.local(item):
             query = PullQuery(topic, item.queue, offset, max_messages, max_bytes, wait_ms, physical=True)
             return _from_local(self._messages.read_physical(query))
@@ -74,9 +80,9 @@ class SegmentAccess:
                 physical=True,
             )
             answer = self._peers.pull(item.bname, request)
-        read = _from_remote(answer, offset)
+        read = _from_remote(answer)
         fenced = item.end_offset >= 0
-        if fenced and read.status is ReadStatus.FOUND and read.next_offset < item.end_offset:
+        if fenced and read.status is PullStatus.FOUND and read.next_offset < item.end_offset:
             full = read.next_offset - offset == max_messages
             next_limit = min(max_messages, item.end_offset - read.next_offset)
             if full:
@@ -125,20 +131,12 @@ class SegmentAccess:
 def _from_local(r: ReadResult) -> PhysicalRead:
     sizes = b"" if r.sizes is None else r.sizes.astype("<i4").tobytes()
     stamps = b"" if r.store_timestamps is None else r.store_timestamps.astype("<i8").tobytes()
-    return PhysicalRead(r.status, r.next_offset, r.min_offset, r.max_offset, r.base_offset, r.data, sizes, stamps)
+    return PhysicalRead(r.pull_status, r.next_offset, r.min_offset, r.max_offset, r.base_offset, r.data, sizes, stamps)
 
 
-def _from_remote(resp: pb.PullResponse, requested: int) -> PhysicalRead:
-    if resp.status == pb.FOUND:
-        status = ReadStatus.FOUND
-    elif resp.status == pb.NO_NEW_MESSAGE:
-        status = ReadStatus.NO_NEW_MESSAGE
-    elif requested < resp.min_offset:
-        status = ReadStatus.OFFSET_TOO_SMALL
-    else:
-        status = ReadStatus.OFFSET_OVERFLOW
+def _from_remote(resp: pb.PullResponse) -> PhysicalRead:
     return PhysicalRead(
-        status,
+        PullStatus(resp.status),
         resp.next_offset,
         resp.min_offset,
         resp.max_offset,

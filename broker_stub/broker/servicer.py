@@ -1,4 +1,6 @@
-"""The broker's gRPC servicer: decode the request, dispatch to a service, encode the answer."""
+"""The broker's gRPC servicer: decode the request, dispatch to a service, encode the answer.
+Requests that address a queue are routed once (queue_requests.QueueRouter): a static topic's
+logic queue, or this broker's queue as it is."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from broker_stub.broker.app import BrokerApp
-from broker_stub.broker.message_service import PullOutcome, PullQuery, QueueOffsetInfo
+from broker_stub.broker.message_service import PullOutcome, PullQuery, QueueOffsetInfo, SendOutcome
+from broker_stub.broker.queue_requests import QueueRouter, SendQuery
 from broker_stub.broker.sink_service import SinkService
 from broker_stub.rpc_errors import rpc_method
-from staticmq_spark.errors import InvalidArgumentError, QueueNotFoundError, StaticTopicRefusedError
+from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.mapping import TopicQueueMapping
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.names import validate_group
@@ -49,103 +52,48 @@ class RawStageRows(_ServerInterceptor):
 class BrokerServicer(pb_grpc.BrokerServicer):
     def __init__(self, app: BrokerApp) -> None:
         self.app = app
+        self.queues = QueueRouter(app.static, app.messages, app.topics, app.offsets)
         self.sink = SinkService(app)
+
+    # ------------------------------------------------------------------ requests that address a queue
 
     @rpc_method
     def Send(self, request: pb.SendRequest, context: grpc.ServicerContext) -> pb.SendResponse:
-        batch = PackedBatch.from_wire(request.batch.data, request.batch.sizes)
-        key = request.idempotency_key.encode()
-        if len(key) > MAX_IDEMPOTENCY_KEY:
-            raise InvalidArgumentError(f"idempotency key is {len(key)} bytes; at most {MAX_IDEMPOTENCY_KEY}")
-        if self.app.static.is_static(request.topic):
-            if request.physical:
-                raise StaticTopicRefusedError(
-                    f"topic {request.topic!r} is static: sends address logic queues, never physical queues"
-                )
-            out = self.app.static.send(
-                request.topic, request.queue_id, batch, key, dedup_across_segments=request.dedup_across_segments
-            )
-        else:
-            out = self.app.messages.send(request.topic, request.queue_id, batch, key)
-        return pb.SendResponse(
-            queue_id=out.queue_id,
-            base_offset=out.base_offset,
-            count=out.count,
-            physical_base_offset=out.physical_base_offset,
-            bname=self.app.name,
-            store_timestamp=out.store_timestamp,
-            duplicate=out.duplicate,
-        )
+        send = decode_send(request)
+        out = self.queues.route(request.topic, request.physical).send(send)
+        return encode_send(out, self.app.name)
 
     @rpc_method
     def Pull(self, request: pb.PullRequest, context: grpc.ServicerContext) -> pb.PullResponse:
-        query = PullQuery(
-            topic=request.topic,
-            queue_id=request.queue_id,
-            offset=request.offset,
-            max_messages=request.max_messages,
-            max_bytes=request.max_bytes,
-            wait_ms=request.wait_ms,
-            group=request.group,
-            physical=request.physical,
-        )
-        if self.app.static.is_static(request.topic) and not request.physical:
-            out = self.app.static.pull(
-                request.topic,
-                request.queue_id,
-                request.offset,
-                request.max_messages,
-                request.max_bytes,
-                request.wait_ms,
-            )
-            return encode_pull(out)
-        return encode_pull(self.app.messages.pull(query))
+        query = decode_pull(request)
+        return encode_pull(self.queues.route(request.topic, request.physical).pull(query))
 
     @rpc_method
     def GetTopicOffsets(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.TopicOffsetsResponse:
-        if self.app.static.is_static(request.topic):
-            infos = self.app.static.logic_offsets(request.topic)
-        else:
-            infos = self.app.messages.topic_offsets(request.topic)
+        infos = self.queues.route(request.topic).topic_offsets(request.topic)
         return pb.TopicOffsetsResponse(queues=[encode_offsets(i) for i in infos])
 
     @rpc_method
     def SearchOffset(self, request: pb.SearchOffsetRequest, context: grpc.ServicerContext) -> pb.OffsetResponse:
-        if self.app.static.is_static(request.topic) and not request.physical:
-            offset = self.app.static.search(request.topic, request.queue_id, request.timestamp)
-        else:
-            offset = self.app.messages.search_offset(
-                request.topic, request.queue_id, request.timestamp, physical=request.physical
-            )
-        return pb.OffsetResponse(offset=offset)
+        queues = self.queues.route(request.topic, request.physical)
+        return pb.OffsetResponse(offset=queues.search(request.topic, request.queue_id, request.timestamp))
 
     @rpc_method
     def CommitOffset(self, request: pb.CommitOffsetRequest, context: grpc.ServicerContext) -> pb.Empty:
         validate_group(request.group)
-        cfg = self.app.topics.require(request.topic)
-        if request.offset < 0:
-            raise InvalidArgumentError(f"committed offset must be >= 0, got {request.offset}")
-        logic = cfg.is_static and not request.physical
-        queues = cfg.total_queues if logic else max(cfg.read_queues, cfg.write_queues)
-        if not 0 <= request.queue_id < queues:
-            kind = "logic queues" if logic else "queues on this broker"
-            raise QueueNotFoundError(
-                f"topic {request.topic!r} has {queues} {kind}: queue {request.queue_id} does not exist"
-            )
-        if self.app.static.is_static(request.topic) and not request.physical:
-            self.app.static.commit_offset(request.group, request.topic, request.queue_id, request.offset)
-        else:
-            self.app.offsets.commit(request.group, request.topic, request.queue_id, request.offset)
+        queues = self.queues.route(request.topic, request.physical)
+        queues.commit(request.group, request.topic, request.queue_id, request.offset)
         return pb.Empty()
 
     @rpc_method
     def QueryOffset(self, request: pb.QueryOffsetRequest, context: grpc.ServicerContext) -> pb.QueryOffsetResponse:
         validate_group(request.group)
-        if self.app.static.is_static(request.topic) and not request.physical:
-            offset = self.app.static.query_offset(request.group, request.topic, request.queue_id)
-        else:
-            offset = self.app.offsets.query(request.group, request.topic, request.queue_id)
+        offset = self.queues.route(request.topic, request.physical).committed(
+            request.group, request.topic, request.queue_id
+        )
         return pb.QueryOffsetResponse(found=offset is not None, offset=offset if offset is not None else -1)
+
+    # ------------------------------------------------------------------ other requests
 
     @rpc_method
     def ListConsumerOffsets(
@@ -253,6 +201,39 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         )
 
 
+def decode_send(request: pb.SendRequest) -> SendQuery:
+    batch = PackedBatch.from_wire(request.batch.data, request.batch.sizes)
+    key = request.idempotency_key.encode()
+    if len(key) > MAX_IDEMPOTENCY_KEY:
+        raise InvalidArgumentError(f"idempotency key is {len(key)} bytes; at most {MAX_IDEMPOTENCY_KEY}")
+    return SendQuery(request.topic, request.queue_id, batch, key, request.dedup_across_segments)
+
+
+def encode_send(out: SendOutcome, bname: str) -> pb.SendResponse:
+    return pb.SendResponse(
+        queue_id=out.queue_id,
+        base_offset=out.base_offset,
+        count=out.count,
+        physical_base_offset=out.physical_base_offset,
+        bname=bname,
+        store_timestamp=out.store_timestamp,
+        duplicate=out.duplicate,
+    )
+
+
+def decode_pull(request: pb.PullRequest) -> PullQuery:
+    return PullQuery(
+        topic=request.topic,
+        queue_id=request.queue_id,
+        offset=request.offset,
+        max_messages=request.max_messages,
+        max_bytes=request.max_bytes,
+        wait_ms=request.wait_ms,
+        group=request.group,
+        physical=request.physical,
+    )
+
+
 def encode_offsets(info: QueueOffsetInfo) -> pb.QueueOffsets:
     return pb.QueueOffsets(
         queue_id=info.queue_id,
@@ -265,7 +246,7 @@ def encode_offsets(info: QueueOffsetInfo) -> pb.QueueOffsets:
 
 def encode_pull(out: PullOutcome) -> pb.PullResponse:
     return pb.PullResponse(
-        status=pb.PullStatus.Value(out.status),
+        status=pb.PullStatus.ValueType(out.status),  # the wire number is the PullStatus value
         next_offset=out.next_offset,
         min_offset=out.min_offset,
         max_offset=out.max_offset,

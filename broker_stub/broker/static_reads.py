@@ -8,15 +8,18 @@ Pull rules (by the segment the offset falls in):
 - a non-leader segment read to its end -> go on at once at the next decided segment;
 - no next decided segment              -> NOT_FOUND (the new leader is not settled yet).
 An undecided segment is never read and never used to compute an offset.
+
+A segment's read answers the pull status; an OFFSET_MOVED read is below the segment's min when the
+offset read is under its min_offset, else above its max.
 """
 
 from __future__ import annotations
 
 from broker_stub.broker.message_service import PullOutcome
 from broker_stub.broker.segment_access import PhysicalRead, SegmentAccess
-from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import InternalError
 from staticmq_spark.mapping import Chain, first_decided, locate, next_decided
+from staticmq_spark.protocol.pull_status import PullStatus
 
 
 class StaticReads:
@@ -51,10 +54,10 @@ class StaticReads:
     ) -> PullOutcome:
         first = first_decided(chain)
         if first is None:
-            return self._answer(topic, chain, "NOT_FOUND", offset)
+            return self._answer(topic, chain, PullStatus.NOT_FOUND, offset)
         idx = locate(chain, offset)
         if idx < 0:
-            return self._answer(topic, chain, "OFFSET_MOVED", self.min_logic(topic, chain))
+            return self._answer(topic, chain, PullStatus.OFFSET_MOVED, self.min_logic(topic, chain))
         for _ in range(2 * len(chain) + 2):
             item = chain[idx]
             nxt = next_decided(chain, idx)
@@ -64,24 +67,25 @@ class StaticReads:
             if item.end_offset >= 0:
                 if phys >= item.end_offset:
                     if nxt is None:
-                        return self._answer(topic, chain, "NOT_FOUND", offset)
+                        return self._answer(topic, chain, PullStatus.NOT_FOUND, offset)
                     idx, offset = nxt, chain[nxt].logic_offset
                     continue
                 limit = min(limit, item.end_offset - phys)
             read = self.access.read(topic, item, phys, limit, max_bytes, wait_ms if is_leader else 0)
-            if read.status is ReadStatus.FOUND:
+            if read.status is PullStatus.FOUND:
                 return self._found(topic, chain, idx, read)
-            if read.status is ReadStatus.OFFSET_TOO_SMALL:
+            moved = read.status is PullStatus.OFFSET_MOVED
+            if moved and phys < read.min_offset:  # below the segment's min
                 if idx == first:
-                    return self._answer(topic, chain, "OFFSET_MOVED", item.to_logic(read.min_offset))
+                    return self._answer(topic, chain, PullStatus.OFFSET_MOVED, item.to_logic(read.min_offset))
                 offset = item.to_logic(read.min_offset)
                 continue
             if is_leader:
-                if read.status is ReadStatus.OFFSET_OVERFLOW:
-                    return self._answer(topic, chain, "OFFSET_MOVED", item.to_logic(read.max_offset))
-                return self._answer(topic, chain, "NO_NEW_MESSAGE", offset)
+                if moved:  # above the leader's max
+                    return self._answer(topic, chain, PullStatus.OFFSET_MOVED, item.to_logic(read.max_offset))
+                return self._answer(topic, chain, PullStatus.NO_NEW_MESSAGE, offset)
             if nxt is None:
-                return self._answer(topic, chain, "NOT_FOUND", offset)
+                return self._answer(topic, chain, PullStatus.NOT_FOUND, offset)
             idx, offset = nxt, chain[nxt].logic_offset
         raise InternalError(f"topic {topic!r}: the segment walk did not settle at offset {offset}")
 
@@ -92,7 +96,7 @@ class StaticReads:
         if nxt is not None and item.end_offset >= 0 and read.next_offset >= item.end_offset:
             next_offset = chain[nxt].logic_offset  # never stop at a boundary
         return PullOutcome(
-            status="FOUND",
+            status=PullStatus.FOUND,
             next_offset=next_offset,
             min_offset=self.min_logic(topic, chain),
             max_offset=self._max_for_answer(topic, chain),
@@ -105,7 +109,7 @@ class StaticReads:
             physical_queue_id=item.queue,
         )
 
-    def _answer(self, topic: str, chain: Chain, status: str, next_offset: int) -> PullOutcome:
+    def _answer(self, topic: str, chain: Chain, status: PullStatus, next_offset: int) -> PullOutcome:
         return PullOutcome(
             status=status,
             next_offset=next_offset,

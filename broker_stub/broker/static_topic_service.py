@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_stub.broker.message_service import MessageService, PullOutcome, QueueOffsetInfo, SendOutcome
+from broker_stub.broker.message_service import MessageService, PullOutcome, PullQuery, QueueOffsetInfo, SendOutcome
 from broker_stub.broker.segment_access import SegmentAccess
 from broker_stub.broker.static_reads import StaticReads
 from broker_stub.store.consumer_offsets import ConsumerOffsets
@@ -22,7 +22,6 @@ from broker_stub.store.message_store import MessageStore
 from broker_stub.store.store_results import StagedRecord
 from broker_stub.store.topic_configs import TopicConfigs
 from staticmq_spark.errors import (
-    InvalidArgumentError,
     InvalidOffsetError,
     MappingRejectedError,
     NotLeaderError,
@@ -30,7 +29,7 @@ from staticmq_spark.errors import (
     StaticTopicRefusedError,
     TopicNotFoundError,
 )
-from staticmq_spark.mapping import Chain, TopicQueueMapping, check_transition, first_decided, locate
+from staticmq_spark.mapping import Chain, MappingItem, TopicQueueMapping, check_transition, first_decided, locate
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.names import validate_topic
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
@@ -157,6 +156,16 @@ class StaticTopicService:
             )
         return mapping, chain
 
+    def _leader_here(self, topic: str, logic_queue: int, chain: Chain) -> MappingItem:
+        """The chain's leader item, which must be on this broker: only the leader appends."""
+        item = chain[-1]
+        if item.bname != self._name:
+            raise NotLeaderError(
+                f"{self._name} is not the leader of logic queue {logic_queue} of {topic!r} "
+                f"(the leader is {item.bname}, gen {item.gen}): refresh the route"
+            )
+        return item
+
     # ------------------------------------------------------------------ send
 
     def send(
@@ -179,12 +188,7 @@ class StaticTopicService:
                 return SendOutcome(logic_queue, *_rest(earlier))
         with self._lock(topic):
             _, chain = self._chain(topic, logic_queue)
-            item = chain[-1]
-            if item.bname != self._name:
-                raise NotLeaderError(
-                    f"{self._name} is not the leader of logic queue {logic_queue} of {topic!r} "
-                    f"(the leader is {item.bname}, gen {item.gen}): refresh the route"
-                )
+            item = self._leader_here(topic, logic_queue, chain)
             delta = item.offset_delta if item.decided else None
             out = self._messages.append_physical(
                 topic, item.queue, batch, idempotency_key, delta, durable=False, validated=validated
@@ -207,12 +211,7 @@ class StaticTopicService:
             physical = []
             for logic_queue, records in groups:
                 _, chain = self._chain(topic, logic_queue)
-                item = chain[-1]
-                if item.bname != self._name:
-                    raise NotLeaderError(
-                        f"{self._name} is not the leader of logic queue {logic_queue} of {topic!r} "
-                        f"(the leader is {item.bname}, gen {item.gen}): refresh the route"
-                    )
+                item = self._leader_here(topic, logic_queue, chain)
                 physical.append((item.queue, records))
             return self._store.link(topic, key, files, physical, before_adopt)
 
@@ -237,15 +236,11 @@ class StaticTopicService:
 
     # ------------------------------------------------------------------ reads and offsets
 
-    def pull(
-        self, topic: str, logic_queue: int, offset: int, max_messages: int, max_bytes: int, wait_ms: int
-    ) -> PullOutcome:
-        if offset < 0:
-            raise InvalidOffsetError(f"pull offset must be >= 0, got {offset}")
-        if max_messages <= 0:
-            raise InvalidArgumentError(f"max_messages must be positive, got {max_messages}")
-        _, chain = self._chain(topic, logic_queue)
-        return self.reads.pull(topic, chain, offset, max_messages, max_bytes or (16 << 20), wait_ms)
+    def pull(self, query: PullQuery) -> PullOutcome:
+        """Pull a logic queue (query.queue_id) at a logic offset, within the pull limits."""
+        q = self._messages.limit(query)
+        _, chain = self._chain(q.topic, q.queue_id)
+        return self.reads.pull(q.topic, chain, q.offset, q.max_messages, q.max_bytes, q.wait_ms)
 
     def logic_offsets(self, topic: str) -> list[QueueOffsetInfo]:
         """min/max of the logic queues this broker leads (each logic queue has one leader)."""

@@ -1,4 +1,7 @@
-"""What the message store answers: the status of a read, and append / read / staged-record values."""
+"""What the message store answers: the status of a read, and append / read / staged-record values.
+
+A read's `ReadStatus` says why an offset moved (below the queue's min, above its max); everything
+above the store sees it only as the pull status, converted once by `pull_status`."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import numpy as np
 from broker_stub.store.idempotency import StoredBatch
 from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import Int32Array
+from staticmq_spark.protocol.pull_status import PullStatus
 
 
 class ReadStatus(enum.Enum):
@@ -17,6 +21,17 @@ class ReadStatus(enum.Enum):
     NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     OFFSET_OVERFLOW = "OFFSET_OVERFLOW"
+
+
+def pull_status(status: ReadStatus) -> PullStatus:
+    """The pull status of a store read (the one conversion): an offset below the queue's min or
+    above its max is OFFSET_MOVED, and the read's next_offset is where the queue continues (its
+    min, or its max)."""
+    if status is ReadStatus.FOUND:
+        return PullStatus.FOUND
+    if status is ReadStatus.NO_NEW_MESSAGE:
+        return PullStatus.NO_NEW_MESSAGE
+    return PullStatus.OFFSET_MOVED
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +69,10 @@ class ReadResult:
     @property
     def count(self) -> int:
         return 0 if self.sizes is None else int(self.sizes.shape[0])
+
+    @property
+    def pull_status(self) -> PullStatus:
+        return pull_status(self.status)
 
 
 def duplicate_of(seen: StoredBatch, topic: str, queue_id: int, count: int) -> AppendResult:

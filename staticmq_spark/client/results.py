@@ -8,9 +8,9 @@ from typing import Any
 import pyarrow as pa
 
 from staticmq_spark.cluster.messages import MessageColumns, packed_columns
-from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.protocol.codec import DECODED_SCHEMA
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.pull_status import PullStatus
 
 PULLED_SCHEMA = pa.schema(
     [

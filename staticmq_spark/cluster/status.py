@@ -1,13 +1,8 @@
-"""The one pull status every backend answers with (RocketMQ's PullStatus vocabulary)."""
+"""The one pull status every backend answers with: defined in the pure protocol layer
+(staticmq_spark.protocol.pull_status, which the broker uses too) and re-exported here."""
 
 from __future__ import annotations
 
-from enum import IntEnum
+from staticmq_spark.protocol.pull_status import PullStatus
 
-
-class PullStatus(IntEnum):
-    FOUND = 0
-    NO_NEW_MESSAGE = 1  # the offset is the queue's end: nothing yet
-    OFFSET_MOVED = 2  # the offset is outside the queue; next_offset is where to go
-    NOT_FOUND = 3  # static topics: the offset falls in no decided segment
-    RETRY_AT_NEXT = 4  # nothing here (a hole between segments); read again at next_offset
+__all__ = ["PullStatus"]

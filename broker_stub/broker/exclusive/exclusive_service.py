@@ -73,37 +73,36 @@ class ExclusiveService:
     def pull(self, req: ExclusivePull) -> PullOutcome:
         _check_client(req.group, req.client_id)
         _check_lease(req.lease_ms)
-        self._check_queue(req.topic, req.queue_id)
+        static = self._check_queue(req.topic, req.queue_id)
         key: LockKey = (req.topic, req.group, req.queue_id)
         self.locks.refresh(key, req.client_id, req.lease_ms / 1000)
         if req.commit_offset is not None:
-            self._commit(req.group, req.topic, req.queue_id, req.commit_offset)
+            self._commit(req.group, req.topic, req.queue_id, req.commit_offset, static)
         wait_ms = min(req.wait_ms, req.lease_ms // 2)
-        if self._static.is_static(req.topic):
-            out = self._static.pull(req.topic, req.queue_id, req.offset, req.max_messages, req.max_bytes, wait_ms)
-        else:
-            query = PullQuery(
-                req.topic, req.queue_id, req.offset, req.max_messages, req.max_bytes, wait_ms, group=req.group
-            )
-            out = self._messages.pull(query)
+        query = PullQuery(
+            req.topic, req.queue_id, req.offset, req.max_messages, req.max_bytes, wait_ms, group=req.group
+        )
+        out = self._static.pull(query) if static else self._messages.pull(query)
         self.locks.check(key, req.client_id)
         return out
 
     def commit(self, group: str, topic: str, client_id: str, queue_id: int, offset: int) -> None:
         _check_client(group, client_id)
-        self._check_queue(topic, queue_id)
+        static = self._check_queue(topic, queue_id)
         self.locks.check((topic, group, queue_id), client_id)
-        self._commit(group, topic, queue_id, offset)
+        self._commit(group, topic, queue_id, offset, static)
 
-    def _commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+    def _commit(self, group: str, topic: str, queue_id: int, offset: int, static: bool) -> None:
         if offset < 0:
             raise InvalidOffsetError(f"committed offset must be >= 0, got {offset}")
-        if self._static.is_static(topic):
+        if static:
             self._static.commit_offset(group, topic, queue_id, offset)
         else:
             self._offsets.commit(group, topic, queue_id, offset)
 
-    def _check_queue(self, topic: str, queue_id: int) -> None:
+    def _check_queue(self, topic: str, queue_id: int) -> bool:
+        """Check that the queue may be locked here; True: it is a static topic's logic queue (this
+        broker leads it), False: a plain topic's queue."""
         cfg = self._topics.require(topic)
         if cfg.is_static:
             mapping = self._mappings.get(topic)
@@ -113,11 +112,12 @@ class ExclusiveService:
                 raise NotLeaderError(
                     f"{self._name} does not lead logic queue {queue_id} of {topic!r}: lock it at its leader"
                 )
-            return
+            return True
         if not 0 <= queue_id < cfg.read_queues:
             raise QueueNotFoundError(
                 f"topic {topic!r} has {cfg.read_queues} read queues on {self._name}; queue {queue_id} does not exist"
             )
+        return False
 
 
 def _check_client(group: str, client_id: str) -> None:

@@ -19,8 +19,8 @@ from broker_stub.broker.pop.records import Record, RecordFormatError, decode_row
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.store.atomic_file import atomic_write_json, read_json
 from broker_stub.store.message_store import MessageStore
-from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import DataDirError
+from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.topic import TopicConfig
 
 log = logging.getLogger(__name__)
@@ -65,10 +65,10 @@ class ReviveLog:
         """Rows from `start` on: ([(offset, record)], next offset). Rows removed by retention are
         skipped (with a warning); a row that does not decode is skipped loudly."""
         result = self._store.read(REVIVE_TOPIC, REVIVE_QUEUE, start, limit, REPLAY_BYTES)
-        if result.status is ReadStatus.OFFSET_TOO_SMALL:
+        if result.pull_status is PullStatus.OFFSET_MOVED and result.next_offset > start:  # below the min
             log.warning("revive log: rows %d..%d were removed by retention; skipped", start, result.next_offset)
             return [], result.next_offset
-        if result.status is not ReadStatus.FOUND or result.sizes is None:
+        if result.pull_status is not PullStatus.FOUND or result.sizes is None:
             return [], start
         out: list[tuple[int, Record]] = []
         view = memoryview(result.data)

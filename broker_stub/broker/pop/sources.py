@@ -11,18 +11,19 @@ import numpy as np
 import numpy.typing as npt
 
 from broker_stub import metrics
+from broker_stub.broker.message_service import PullQuery
 from broker_stub.broker.peers import Peers
 from broker_stub.broker.static_topic_service import StaticTopicService
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.mapping_files import MappingFiles
 from broker_stub.store.message_store import MessageStore
-from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import InvalidArgumentError, TopicNotFoundError
 from staticmq_spark.mapping import Chain
 from staticmq_spark.protocol.codec import PackedBatch, take_rows
 from staticmq_spark.protocol.names import retry_topic
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.pull_status import PullStatus
 
 PLAIN = "plain"
 STATIC = "static"
@@ -97,27 +98,25 @@ class PopSources:
         """Messages from `offset` on; an int is where the queue really continues (the offset
         moved: retention, or a segment jump); None when there is nothing new."""
         if target.kind == STATIC:
-            out = self._static.pull(target.topic, target.queue_id, offset, max_messages, max_bytes, 0)
-            if out.status == "FOUND":
+            out = self._static.pull(PullQuery(target.topic, target.queue_id, offset, max_messages, max_bytes))
+            if out.status is PullStatus.FOUND:
                 rows = PackedBatch.from_wire(out.data, out.sizes)
                 stamps = np.frombuffer(out.store_timestamps, dtype="<i8").astype(np.int64)
                 bname = "" if out.bname == self._name else out.bname
                 return QueueRead(
                     rows, stamps, out.base_offset, out.offset_delta, bname, out.physical_queue_id, out.next_offset
                 )
-            if out.status == "OFFSET_MOVED" and out.next_offset != offset:
+            if out.status is PullStatus.OFFSET_MOVED and out.next_offset != offset:
                 return out.next_offset
             return None
         r = self._store.read(target.topic, target.queue_id, offset, max_messages, max_bytes)
         metrics.record_out(target.topic, r.count, len(r.data))
-        if r.status is ReadStatus.FOUND and r.sizes is not None and r.store_timestamps is not None:
+        if r.pull_status is PullStatus.FOUND and r.sizes is not None and r.store_timestamps is not None:
             return QueueRead(
                 PackedBatch(r.data, r.sizes), r.store_timestamps, r.base_offset, 0, "", target.queue_id, r.next_offset
             )
-        if r.status is ReadStatus.OFFSET_TOO_SMALL:
-            return r.next_offset
-        if r.status is ReadStatus.OFFSET_OVERFLOW and r.max_offset != offset:
-            return r.max_offset
+        if r.pull_status is PullStatus.OFFSET_MOVED and r.next_offset != offset:
+            return r.next_offset  # its min (retention), or its max
         return None
 
     def initial_offset(self, group: str, target: PopTarget, init_mode: str) -> int:
@@ -180,14 +179,14 @@ class PopSources:
     def _read_physical(self, bname: str, topic: str, queue_id: int, offset: int, count: int) -> PackedBatch | None:
         if not bname or bname == self._name:
             r = self._store.read(topic, queue_id, offset, count, READ_BACK_BYTES)
-            if r.status is not ReadStatus.FOUND or r.sizes is None or r.base_offset != offset:
+            if r.pull_status is not PullStatus.FOUND or r.sizes is None or r.base_offset != offset:
                 return None
             return PackedBatch(r.data, r.sizes)
         request = pb.PullRequest(
             topic=topic, queue_id=queue_id, offset=offset, max_messages=count, max_bytes=READ_BACK_BYTES, physical=True
         )
         resp = self._peers.pull(bname, request)
-        if resp.status != pb.FOUND or resp.base_offset != offset:
+        if PullStatus(resp.status) is not PullStatus.FOUND or resp.base_offset != offset:
             return None
         return PackedBatch.from_wire(resp.batch.data, resp.batch.sizes)
 
