@@ -6,9 +6,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.waiting import wait_until
 
 
 class ClusterProcess:
@@ -40,13 +41,14 @@ class ClusterProcess:
         self.info = self._wait_ready()
 
     def _wait_ready(self, timeout_s: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while not self.ready_file.exists():
+        def ready() -> bool:
+            if self.ready_file.exists():
+                return True
             if self.proc.poll() is not None:
                 raise RuntimeError(f"staticmq cluster exited with {self.proc.returncode}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("staticmq cluster did not become ready")
-            time.sleep(0.05)
+            return False
+
+        wait_until(ready, timeout_s, message=f"staticmq cluster to write its ready file {self.ready_file}")
         data: dict[str, Any] = json.loads(self.ready_file.read_text())
         return data
 

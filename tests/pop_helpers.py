@@ -7,6 +7,7 @@ from pathlib import Path
 
 from staticmq_spark.client import Admin, PopConsumer, PopMessage
 from staticmq_spark.errors import TopicNotFoundError
+from tests.waiting import wait_until
 
 
 def broker_config(tmp_path: Path, **pop: object) -> Path:
@@ -34,23 +35,21 @@ def drain(consumer: PopConsumer, seconds: float, *, ack: bool = True, batch: int
 
 def wait_topic(namesrv: str, topic: str, timeout: float = 10) -> None:
     """Block until the name server routes `topic` (e.g. a DLQ the broker just created)."""
-    deadline = time.monotonic() + timeout
     with Admin(namesrv) as admin:
-        while True:
-            try:
-                admin.topic_route(topic)
-                return
-            except TopicNotFoundError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        wait_until(
+            lambda: admin.topic_route(topic),
+            timeout,
+            interval_s=0.1,
+            message=f"the name server to route {topic}",
+            ignore=(TopicNotFoundError,),
+        )
 
 
 def wait_leader(namesrv: str, topic: str, queue: int, broker: str, timeout: float = 10) -> None:
     """Block until the route of static `topic` names `broker` as the leader of `queue`."""
-    deadline = time.monotonic() + timeout
     with Admin(namesrv) as admin:
-        while admin.topic_route(topic)[1].write_queues[queue].broker != broker:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{broker} never led queue {queue} of {topic}")
-            time.sleep(0.05)
+        wait_until(
+            lambda: admin.topic_route(topic)[1].write_queues[queue].broker == broker,
+            timeout,
+            message=f"{broker} to lead queue {queue} of {topic}",
+        )

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
+
+import grpc
 
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.pull_consumer import PullConsumer
@@ -15,9 +18,11 @@ from staticmq_spark.cluster.state import BrokerState
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
+from staticmq_spark.protocol.grpc_errors import translate
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
 log = logging.getLogger(__name__)
+PULL_TIMEOUT_S = 30.0
 
 
 class StaticMQAccess:
@@ -28,6 +33,8 @@ class StaticMQAccess:
         self.admin = Admin(str(address), wait_for_ready=False, channels=Channels(security))
         self._consumers: dict[str, PullConsumer] = {}
         self._addrs: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._ahead: dict[tuple[str, str, int, int], grpc.Future[pb.PullResponse]] = {}
 
     def _consumer(self, group: str = "") -> PullConsumer:
         consumer = self._consumers.get(group)
@@ -77,15 +84,43 @@ class StaticMQAccess:
         until: int | None = None,
     ) -> PhysicalRead:
         request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=max_messages, physical=True)
+        with self._lock:
+            ahead = self._ahead.pop((topic, bname, queue, offset), None)
+        target = self._addr(bname, addr, refresh=False)
 
         def attempt(n: int) -> pb.PullResponse:
+            nonlocal target
+            if n == 0 and ahead is not None:
+                try:
+                    return ahead.result()
+                except grpc.RpcError as exc:
+                    raise translate(exc, bname) from None
             target = self._addr(bname, addr, refresh=n > 0)
-            return invoke(bname, self.admin.channels.broker(target).Pull, request, 30, wait_for_ready=False)
+            return invoke(bname, self.admin.channels.broker(target).Pull, request, PULL_TIMEOUT_S, wait_for_ready=False)
 
         resp = retry_read(f"reading {topic} queue {queue} on {bname}", retry_timeout_s, attempt)
+        if resp.status == pb.FOUND and until is not None and offset < resp.next_offset < until:
+            count = min(max_messages, until - resp.next_offset)
+            self._pull_ahead(target, topic, bname, queue, resp.next_offset, count)
         return _physical_read(resp, include_properties)
 
+    def _pull_ahead(self, target: str, topic: str, bname: str, queue: int, offset: int, count: int) -> None:
+        """Ask for the next range of a planned read now: the broker reads it while this answer is
+        decoded (one request in flight per queue being read)."""
+        request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=count, physical=True)
+        future = self.admin.channels.broker(target).Pull.future(request, timeout=PULL_TIMEOUT_S, wait_for_ready=False)
+        with self._lock:
+            if len(self._ahead) >= 64:  # reads abandoned half-way (a failed task) leave entries
+                for stale in self._ahead.values():
+                    stale.cancel()
+                self._ahead.clear()
+            self._ahead[(topic, bname, queue, offset)] = future
+
     def close(self) -> None:
+        with self._lock:
+            for future in self._ahead.values():
+                future.cancel()
+            self._ahead.clear()
         for consumer in self._consumers.values():
             consumer.close()
         self.admin.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from staticmq_spark.errors import (
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from tests.conftest import create_topic
+from tests.waiting import wait_until
 
 
 def test_cluster_ready_file_lists_namesrv_and_every_broker(cluster_process) -> None:
@@ -99,10 +101,9 @@ def test_retention_moves_min_offset_and_old_offsets_are_offset_moved(cluster_pro
         for _ in range(30):
             producer.send_batch(topic, [b"x" * 1000] * 50, queue=0)
     with PullConsumer(c.namesrv) as consumer:
-        deadline = time.monotonic() + 10
-        while consumer.min_offset(topic, 0) == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        low = consumer.min_offset(topic, 0)
+        low = wait_until(
+            lambda: consumer.min_offset(topic, 0), 10, interval_s=0.1, message="retention to delete the oldest segment"
+        )
         assert 0 < low < 1500 and consumer.max_offset(topic, 0) == 1500
         res = consumer.pull(topic, 0, 0)
         assert (res.status, res.next_offset) == (PullStatus.OFFSET_MOVED, low)
@@ -115,7 +116,7 @@ def test_offset_for_timestamp(cluster_process, unique_topic) -> None:
     create_topic(c.namesrv, topic, queues=1)
     with Producer(c.namesrv) as producer, PullConsumer(c.namesrv) as consumer:
         producer.send_batch(topic, [b"a", b"b"], queue=0)
-        time.sleep(0.05)
+        time.sleep(0.05)  # not a wait: store times of a and b fall strictly before `cut`, c's after
         cut = int(time.time() * 1000)
         time.sleep(0.05)
         producer.send(topic, b"c", queue=0)
@@ -135,7 +136,14 @@ def test_restart_on_the_same_data_dir_recovers_messages_topics_and_offsets(
     with PullConsumer(c.namesrv, group="g") as consumer:
         q = consumer.queues(topic)[0]
         consumer.commit(topic, q.queue_id, 7, broker=q.broker)
-    time.sleep(1.5)  # one checkpoint interval
+    offsets_file = data_dir / q.broker / "config" / "consumer_offsets.json"
+
+    def offset_persisted() -> bool:
+        entries = json.loads(offsets_file.read_text())["offsets"] if offsets_file.exists() else []
+        wanted = ("g", topic, q.queue_id, 7)
+        return any((e["group"], e["topic"], e["queue_id"], e["offset"]) == wanted for e in entries)
+
+    wait_until(offset_persisted, 10, message=f"the committed offset in {offsets_file} (a checkpoint)")
     assert c.stop() == 0
     again = cluster_process(brokers=2, data_dir=data_dir)
     with PullConsumer(again.namesrv, group="g") as consumer:
@@ -156,14 +164,15 @@ def test_broker_that_stops_heartbeating_leaves_the_route(local_cluster, unique_t
     create_topic(c.namesrv, topic, queues=2)
     os.kill(c.broker_pid("broker-1"), signal.SIGSTOP)
     try:
-        deadline = time.monotonic() + 10
         with Admin(c.namesrv) as admin:
-            while time.monotonic() < deadline:
-                _, view = admin.topic_route(topic)
-                if set(view.brokers) == {"broker-0"}:
-                    break
-                time.sleep(0.1)
-            assert set(view.brokers) == {"broker-0"}
+            wait_until(
+                lambda: set(admin.topic_route(topic)[1].brokers) == {"broker-0"},
+                10,
+                interval_s=0.1,
+                message=lambda: (
+                    f"the route of {topic} to list broker-0 only; it lists {admin.topic_route(topic)[1].brokers}"
+                ),
+            )
     finally:
         os.kill(c.broker_pid("broker-1"), signal.SIGCONT)
 

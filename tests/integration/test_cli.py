@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from tests.waiting import wait_until
+
 
 def staticmq(
     *args: str, stdin: str | None = None, env: dict[str, str] | None = None
@@ -76,7 +78,6 @@ def test_bad_arguments_are_refused(cluster_process) -> None:
 
 def test_cluster_started_from_the_example_config_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import signal
-    import time
     from pathlib import Path
 
     example = (Path(__file__).resolve().parents[2] / "conf" / "cluster.toml").read_text()
@@ -93,9 +94,14 @@ def test_cluster_started_from_the_example_config_file(tmp_path) -> None:  # type
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
+
+        def is_ready() -> bool:
+            if ready.exists():
+                return True
+            assert proc.poll() is None, f"staticmq cluster --config exited with {proc.returncode} before it was ready"
+            return False
+
+        wait_until(is_ready, 60, interval_s=0.1, message=f"staticmq cluster --config to write {ready}")
         info = json.loads(ready.read_text())
         assert sorted(info["brokers"]) == ["broker-0", "broker-1", "broker-2"]
         assert (tmp_path / "data" / "broker-2" / "broker.json").exists()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 from tests.integration.test_cli import staticmq
+from tests.waiting import wait_until
 
 
 def alive(pid: int) -> bool:
@@ -20,11 +20,11 @@ def alive(pid: int) -> bool:
 
 
 def wait_gone(pids: list[int], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while any(alive(p) for p in pids):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"processes {[p for p in pids if alive(p)]} outlived their killed cluster")
-        time.sleep(0.05)
+    wait_until(
+        lambda: not any(alive(p) for p in pids),
+        timeout,
+        message=lambda: f"the killed cluster's processes to exit; {[p for p in pids if alive(p)]} still alive",
+    )
 
 
 def test_sigkill_of_the_cluster_stops_its_children_and_a_restart_works(cluster_process, tmp_path, unique_topic) -> None:

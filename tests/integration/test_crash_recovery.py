@@ -13,6 +13,7 @@ import pytest
 from staticmq_spark.client import Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import StaticMQError
 from tests.conftest import create_topic
+from tests.waiting import wait_until
 
 
 def payload(seq: int) -> bytes:
@@ -38,7 +39,7 @@ def test_acknowledged_messages_survive_repeated_sigkill(local_cluster, unique_to
                     result = producer.send_batch(topic, [payload(s) for s in batch], queue=0)[0]
                 except StaticMQError as exc:
                     errors.append(exc.message)
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # pacing: no tight retry loop while the broker is down (not a wait)
                 else:
                     for i, s in enumerate(batch):
                         acked[s] = result.queue_offset + i
@@ -48,10 +49,15 @@ def test_acknowledged_messages_survive_repeated_sigkill(local_cluster, unique_to
     worker.start()
     try:
         for _ in range(4):
-            time.sleep(random.uniform(0.4, 1.2))
+            time.sleep(random.uniform(0.4, 1.2))  # not a wait: the producer's load runs up to a random kill
             c.kill_broker("broker-0")
             c.start_broker("broker-0")
-        time.sleep(0.5)
+        restarted_at = len(acked)
+        wait_until(
+            lambda: len(acked) > restarted_at,
+            30,
+            message=lambda: f"a send acknowledged after the last restart; errors since: {errors[-3:]}",
+        )
     finally:
         stop.set()
         worker.join(60)

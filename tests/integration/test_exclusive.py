@@ -17,6 +17,7 @@ from staticmq_spark.errors import LockHeldError
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
 from tests.conftest import create_topic
 from tests.static_helpers import send_numbered
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +32,7 @@ def produce_slowly(namesrv: str, topic: str, count: int, stop: threading.Event) 
             if stop.is_set():
                 return
             producer.send(topic, f"m{i}".encode(), queue=0)
-            time.sleep(0.01)
+            time.sleep(0.01)  # pacing: messages keep arriving while the consumers run (not a wait)
 
 
 def test_two_consumers_never_share_a_queue_and_the_survivor_takes_over_after_a_kill(
@@ -53,12 +54,11 @@ def test_two_consumers_never_share_a_queue_and_the_survivor_takes_over_after_a_k
     stop = threading.Event()
     producer = threading.Thread(target=produce_slowly, args=(c.namesrv, topic, 400, stop))
     try:
-        deadline = time.monotonic() + 20
-        while not lines and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: lines, 20, message="the exclusive worker to start")
         producer.start()
-        while not any("offsets" in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(
+            lambda: any("offsets" in line for line in lines), 20, message=lambda: f"the worker's first offsets; {lines}"
+        )
         survivor_got: list[int] = []
         with ExclusiveConsumer(c.namesrv, "gx", topic, lease_s=lease, client_id="survivor") as survivor:
             for _ in range(10):  # both alive: the worker holds the queue
@@ -109,7 +109,7 @@ def test_a_consumer_whose_lease_ended_hands_out_nothing_and_a_successor_takes_ov
         assert sorted(r.queue_id for r in got_first) == [0, 1] and len(first.held) == 2
         assert second.poll(max_messages=4, wait_s=0.3) == [] and second.held == []
         first.commit()
-        time.sleep(1.2)  # the first consumer stops renewing: its lease runs out
+        time.sleep(1.2)  # not a wait: the first consumer stops renewing, its 1 s lease runs out
         assert first.held == []
         got_second = second.poll(max_messages=100, wait_s=2)
         assert sorted(r.queue_id for r in got_second) == [0, 1]

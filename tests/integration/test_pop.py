@@ -11,13 +11,14 @@ from collections import Counter
 
 import pytest
 
-from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer, PullStatus
+from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer, PullResult, PullStatus
 from staticmq_spark.errors import InvalidArgumentError, ReceiptHandleError
 from staticmq_spark.protocol import pop_properties
 from staticmq_spark.protocol.ack_outcomes import AckOutcome
 from staticmq_spark.protocol.names import dlq_topic
 from tests.conftest import create_topic
 from tests.pop_helpers import broker_config, drain, wait_topic
+from tests.waiting import wait_until
 
 
 def test_four_consumers_pop_100k_messages_and_each_is_acked_exactly_once(local_cluster, unique_topic) -> None:
@@ -89,23 +90,27 @@ def test_never_acked_messages_come_back_then_go_to_the_dlq(local_cluster, unique
         deliveries += [(m.body, m.reconsume_times, time.monotonic() - started) for m in first]
         assert sorted(m.body for m in first) == [b"a", b"b", b"c"]
         assert consumer.receive(10, invisible_time=1.0, wait_s=0.3) == []  # invisible meanwhile
-        while time.monotonic() - started < 10 and len(deliveries) < 9:
+
+        def redelivered() -> bool:
             for m in consumer.receive(10, invisible_time=1.0, wait_s=1):
                 deliveries.append((m.body, m.reconsume_times, time.monotonic() - started))
                 assert m.key == f"k{m.body.decode()}" and dict(m.properties) == {"n": "1"}
                 assert m.retried and m.queue_offset in (0, 1, 2)
+            return len(deliveries) >= 9
+
+        wait_until(redelivered, 10, message=lambda: f"each message delivered 3 times; deliveries {deliveries}")
     for body in (b"a", b"b", b"c"):
         times = [(r, t) for b, r, t in deliveries if b == body]
         assert [r for r, _ in times] == [0, 1, 2], f"{body!r} delivered {times}"
         assert all(later - earlier >= 0.9 for (_, earlier), (_, later) in itertools.pairwise(times))
     wait_topic(c.namesrv, dlq_topic("gdlq"))
     with PullConsumer(c.namesrv) as puller:
-        deadline = time.monotonic() + 10
-        while True:
+
+        def dead_letters() -> PullResult | None:
             res = puller.pull(dlq_topic("gdlq"), 0, 0, max_messages=10)
-            if (res.status is PullStatus.FOUND and res.count == 3) or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+            return res if res.status is PullStatus.FOUND and res.count == 3 else None
+
+        res = wait_until(dead_letters, 10, interval_s=0.2, message=f"the 3 messages in {dlq_topic('gdlq')}")
         rows = res.batch.to_pylist()
     assert sorted(r["body"] for r in rows) == [b"a", b"b", b"c"]
     props = {k: v for k, v in rows[0]["properties"]}
@@ -139,7 +144,7 @@ def test_change_invisible_time_issues_a_new_handle_and_the_old_one_no_longer_ack
         assert extended.handle != first[0].handle and extended.invisible_until > first[0].invisible_until
         with pytest.raises(ReceiptHandleError, match="superseded by change_invisible_time"):
             consumer.ack(first[0])
-        time.sleep(1.5)  # m1 comes back, m0 does not: its new invisible time runs
+        time.sleep(1.5)  # not a wait: m1's invisible time (1 s) runs out, m0's new one (8 s) does not
         back = drain(consumer, 1.5, ack=False, batch=10)
         assert [(m.body, m.reconsume_times) for m in back] == [(b"m1", 1)]
         consumer.ack(extended)
@@ -168,7 +173,8 @@ def test_forged_and_expired_handles_are_refused_with_a_clear_reason(local_cluste
             other.ack(m1)
         result = consumer.ack_batch([m0, m0._replace(handle=bytes(forged))])
         assert result.acked == 1 and [r.outcome for r in result.refused] == [AckOutcome.FORGED]
-        time.sleep(max(0.0, m2.invisible_until / 1000 - time.time()) + 0.05)  # same clock as the broker
+        # not a wait: m2's invisible time runs out (the client reads the broker's clock, on this host)
+        time.sleep(max(0.0, m2.invisible_until / 1000 - time.time()) + 0.05)
         with pytest.raises(ReceiptHandleError, match=r"expired|sent back through the retry topic"):
             consumer.ack(m2)
         with pytest.raises(ReceiptHandleError):

@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from staticmq_spark.client import PopConsumer, Producer
+from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer
+from staticmq_spark.protocol.names import retry_topic
 from tests.conftest import create_topic
-from tests.pop_helpers import drain
+from tests.pop_helpers import drain, wait_topic
+from tests.waiting import wait_until
 
 
 def test_kill_9_keeps_acks_and_brings_back_messages_in_flight(local_cluster, unique_topic) -> None:
@@ -18,9 +20,13 @@ def test_kill_9_keeps_acks_and_brings_back_messages_in_flight(local_cluster, uni
     with Producer(c.namesrv) as producer:
         producer.send_batch(topic, [b"%03d" % i for i in range(100)])
     with PopConsumer(c.namesrv, "gcrash", topic) as consumer:
-        popped = []
-        while len(popped) < 100:
-            popped += consumer.receive(30, invisible_time=6.0, wait_s=1)
+        popped: list[PopMessage] = []
+
+        def pop_all() -> bool:
+            popped.extend(consumer.receive(30, invisible_time=6.0, wait_s=1))
+            return len(popped) >= 100
+
+        wait_until(pop_all, 30, message=lambda: f"all 100 messages popped; got {len(popped)}")
         popped_at = time.monotonic()
         assert consumer.ack_batch(popped[:40]).acked == 40
         c.kill_broker("broker-0")
@@ -42,7 +48,10 @@ def test_a_second_crash_after_the_revive_does_not_duplicate_retries(local_cluste
         producer.send_batch(topic, [b"a", b"b"])
     with PopConsumer(c.namesrv, "gcrash2", topic) as consumer:
         assert len(consumer.receive(2, invisible_time=0.5, wait_s=2)) == 2
-        time.sleep(1.5)  # revived into the retry topic
+        retry = retry_topic("gcrash2", topic)
+        wait_topic(c.namesrv, retry)
+        with PullConsumer(c.namesrv) as puller:  # both revived into the retry topic
+            wait_until(lambda: puller.max_offset(retry, 0) == 2, 10, message=f"a and b revived into {retry}")
         c.kill_broker("broker-0")
         c.start_broker("broker-0")
         back = drain(consumer, 3.0)
@@ -61,10 +70,13 @@ def test_order_pop_after_kill_9_redelivers_in_order_without_the_acked_ones(local
         c.kill_broker("broker-0")
         c.start_broker("broker-0")
         assert consumer.receive(5, invisible_time=2.0, wait_s=0.3) == [], "still blocked after the restart"
-        seen = []
-        deadline = time.monotonic() + 10
-        while len(seen) < 5 and time.monotonic() < deadline:
+        seen: list[tuple[str, int]] = []
+
+        def redelivered() -> bool:
             batch = consumer.receive(5, invisible_time=5.0, wait_s=1)
             consumer.ack_batch(batch)
-            seen += [(m.body.decode(), m.reconsume_times) for m in batch]
+            seen.extend((m.body.decode(), m.reconsume_times) for m in batch)
+            return len(seen) >= 5
+
+        wait_until(redelivered, 10, message=lambda: f"5 messages redelivered after the restart; got {seen}")
     assert seen == [("m2", 1), ("m4", 1), ("m5", 0), ("m6", 0), ("m7", 0)]

@@ -12,6 +12,7 @@ from staticmq_spark.errors import ReceiptHandleError
 from staticmq_spark.protocol.names import dlq_topic
 from tests.conftest import create_topic
 from tests.pop_helpers import broker_config, wait_topic
+from tests.waiting import wait_until
 
 
 def bodies(messages: list[PopMessage]) -> list[str]:
@@ -32,7 +33,7 @@ def test_order_pop_delivers_in_order_with_redelivery(local_cluster, unique_topic
         assert consumer.ack_batch(first[:3]).acked == 3
         consumed += bodies(first[:3])
         assert consumer.receive(5, invisible_time=1.0, wait_s=0.3) == [], "the queue is blocked while m03 is out"
-        time.sleep(0.8)
+        time.sleep(0.8)  # not a wait: m03 and m04's invisible time (1 s) runs out, they come back
         again = consumer.receive(5, invisible_time=5.0, wait_s=3)
         assert bodies(again) == ["m03", "m04", "m05", "m06", "m07"]
         assert [m.reconsume_times for m in again] == [1, 1, 0, 0, 0]
@@ -42,11 +43,14 @@ def test_order_pop_delivers_in_order_with_redelivery(local_cluster, unique_topic
         assert consumer.receive(5, invisible_time=1.0, wait_s=0.2) == []
         consumer.ack(again[4])
         consumed += bodies(again)
-        deadline = time.monotonic() + 10
-        while len(consumed) < 20 and time.monotonic() < deadline:
+
+        def consume_rest() -> bool:
             batch = consumer.receive(4, invisible_time=5.0, wait_s=1)
             assert consumer.ack_batch(batch).acked == len(batch)
-            consumed += bodies(batch)
+            consumed.extend(bodies(batch))
+            return len(consumed) >= 20
+
+        wait_until(consume_rest, 10, message=lambda: f"all 20 messages consumed; got {consumed}")
     assert consumed == [f"m{i:02d}" for i in range(20)]
     with PullConsumer(c.namesrv, group="gorder") as puller:
         assert puller.committed(topic, 0, broker="broker-0") == 20
@@ -80,7 +84,7 @@ def test_change_invisible_time_in_order_pop_keeps_the_queue_blocked_and_refuses_
         later = consumer.change_invisible_time(b, 2.5)
         with pytest.raises(ReceiptHandleError, match="superseded"):
             consumer.ack(b)
-        time.sleep(0.7)
+        time.sleep(0.7)  # not a wait: b's first invisible time (0.5 s) runs out, its new one (2.5 s) does not
         assert consumer.receive(2, invisible_time=1.0, wait_s=0.3) == [], "b's new invisible time blocks the queue"
         consumer.ack(later)
         assert bodies(consumer.receive(2, invisible_time=1.0, wait_s=2)) == ["c"]
@@ -96,13 +100,16 @@ def test_order_pop_sends_a_message_past_the_max_reconsume_count_to_the_dlq(
         producer.send_batch(topic, ["poison", "next"], queue=0)
     seen: list[tuple[str, int]] = []
     with PopConsumer(c.namesrv, "godlq", topic, order=True) as consumer:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+
+        def next_delivered() -> bool:
             batch = consumer.receive(1, invisible_time=0.3, wait_s=0.5)
-            seen += [(m.body.decode(), m.reconsume_times) for m in batch]
+            seen.extend((m.body.decode(), m.reconsume_times) for m in batch)
             if batch and batch[0].body == b"next":
                 consumer.ack(batch[0])
-                break
+                return True
+            return False
+
+        wait_until(next_delivered, 10, message=lambda: f"'next' delivered after the poison message; seen {seen}")
     assert seen == [("poison", 0), ("poison", 1), ("next", 0)]
     wait_topic(c.namesrv, dlq_topic("godlq"))
     with PullConsumer(c.namesrv) as puller:

@@ -5,8 +5,6 @@ comes back."""
 
 from __future__ import annotations
 
-import time
-
 import grpc
 import pytest
 
@@ -16,6 +14,7 @@ from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.row_encode import encode_messages
 from tests.static_helpers import read_queue
+from tests.waiting import wait_until
 
 STAGE_ROWS = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/StageRows"
 
@@ -66,11 +65,11 @@ def test_stage_rows_refuses_a_malformed_request_with_a_clear_error(local_cluster
 
 
 def _wait_leader(admin: Admin, topic: str, queue: int, broker: str) -> None:
-    deadline = time.monotonic() + 15
-    while _leader(admin, topic, queue)[0] != broker:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"logic queue {queue} of {topic} never moved to {broker}")
-        time.sleep(0.05)
+    wait_until(
+        lambda: _leader(admin, topic, queue)[0] == broker,
+        15,
+        message=f"logic queue {queue} of {topic} to move to {broker}",
+    )
 
 
 def test_rows_forwarded_by_an_interrupted_commit_are_not_linked_again_after_the_queue_moves_back(

@@ -11,6 +11,7 @@ import pytest
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.errors import StaticMQError
 from tests.static_helpers import read_queue
+from tests.waiting import wait_until
 
 
 @pytest.mark.slow
@@ -29,7 +30,7 @@ def test_remap_interrupted_by_sigkill_is_detected_and_repaired(local_cluster, un
                 try:
                     producer.send(topic, body, queue=0)
                 except StaticMQError:
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # pacing: no tight retry loop while the queue is unavailable (not a wait)
                 else:
                     acked.append(body)
                 i += 1
@@ -38,7 +39,7 @@ def test_remap_interrupted_by_sigkill_is_detected_and_repaired(local_cluster, un
         admin.update_static_topic(topic, 1, brokers=["broker-0"])
         worker = threading.Thread(target=produce)
         worker.start()
-        time.sleep(0.5)
+        wait_until(lambda: len(acked) >= 10, 30, message=lambda: f"10 sends acknowledged before the remap; {acked}")
 
         def crash(step: str) -> None:
             if step == "switched":
@@ -47,7 +48,7 @@ def test_remap_interrupted_by_sigkill_is_detected_and_repaired(local_cluster, un
         try:
             with pytest.raises(StaticMQError):
                 admin.static.remap(topic, brokers=["broker-1"], on_step=crash)
-            time.sleep(0.3)
+            time.sleep(0.3)  # not a wait: the producer keeps sending while the victim is down
             c.start_broker(victim)
             report, _ = admin.static.status(topic)
             assert not report.ok
@@ -55,7 +56,12 @@ def test_remap_interrupted_by_sigkill_is_detected_and_repaired(local_cluster, un
             result = admin.repair_static_topic(topic)
             assert "repaired" in result.message
             assert admin.static.status(topic)[0].ok
-            time.sleep(1.0)
+            repaired_at = len(acked)
+            wait_until(
+                lambda: len(acked) >= repaired_at + 10,
+                30,
+                message=lambda: f"10 sends acknowledged after the repair; {len(acked) - repaired_at} so far",
+            )
         finally:
             stop.set()
             worker.join(30)

@@ -4,7 +4,6 @@ chains, double-read-check, undecided leaders, no-target brokers, refusals, file 
 from __future__ import annotations
 
 import shutil
-import time
 from collections import Counter
 
 import pytest
@@ -21,18 +20,17 @@ from staticmq_spark.errors import (
 from staticmq_spark.mapping import TopicQueueMapping
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from tests.static_helpers import read_queue, send_numbered
+from tests.waiting import wait_until
 
 
 def wait_route(namesrv: str, topic: str, expect: dict[int, str], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
     with Admin(namesrv) as admin:
-        while True:
+
+        def leaders() -> dict[int, str]:
             _, view = admin.topic_route(topic)
-            if all(view.write_queues[q].broker == b for q, b in expect.items()):
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"route of {topic} never showed {expect}")
-            time.sleep(0.05)
+            return {q: view.write_queues[q].broker for q in expect}
+
+        wait_until(lambda: leaders() == expect, timeout, message=lambda: f"route of {topic} to show {expect}")
 
 
 def test_create_spreads_logic_queues_and_every_broker_holds_a_copy(local_cluster, unique_topic) -> None:
@@ -158,9 +156,12 @@ def test_no_target_brokers_make_a_lost_broker_detectable(local_cluster, unique_t
         states = admin.static.gather(topic)
         assert states["broker-0"].mapping is not None and states["broker-0"].mapping.hosted == {}
         c.kill_broker("broker-2")
-        deadline = time.monotonic() + 10
-        while "broker-2" in {b.name for b in admin.cluster_info()} and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(
+            lambda: "broker-2" not in {b.name for b in admin.cluster_info()},
+            10,
+            interval_s=0.1,
+            message="the name server to drop the killed broker-2",
+        )
         with pytest.raises(InconsistentTopicError, match="logic queue 0: no live broker hosts it"):
             admin.update_static_topic(topic, 2, cluster="DefaultCluster")
         c.start_broker("broker-2")
@@ -273,12 +274,12 @@ def test_items_whose_data_retention_removed_are_dropped_from_the_chain(local_clu
         producer.send_batch(topic, [b"new"] * 5, queue=0)
         for _ in range(12):  # roll broker-0's log past the old segment; retention deletes it
             producer.send_batch(filler, [b"x" * 1000] * 100, queue=0)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            state = admin.static.gather(topic)["broker-0"]
-            if state.physical[0].min_offset == state.physical[0].max_offset == 50:
-                break
-            time.sleep(0.2)
+
+        def old_segment_gone() -> bool:
+            old = admin.static.gather(topic)["broker-0"].physical[0]
+            return old.min_offset == old.max_offset == 50
+
+        wait_until(old_segment_gone, 15, interval_s=0.2, message="retention to delete broker-0's old segment")
         assert consumer.pull(topic, 0, 0).status is PullStatus.OFFSET_MOVED
         admin.remapping_static_topic(topic, brokers=["broker-0"])
         report, _ = admin.static.status(topic)

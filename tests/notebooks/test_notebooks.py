@@ -24,6 +24,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from traitlets.config import Config
 
+from tests.waiting import WaitTimeout, wait_until
+
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 KERNEL = "python3"
 CELL_TIMEOUT_S = 300
@@ -78,9 +80,18 @@ def _processes_under(path: Path) -> dict[int, str]:
 
 
 def _leftovers(path: Path, grace_s: float = 20.0) -> dict[int, str]:
-    deadline = time.monotonic() + grace_s
-    while (found := _processes_under(path)) and time.monotonic() < deadline:
-        time.sleep(0.5)
+    """Processes still running under `path` after `grace_s` (killed now); {} if all exited."""
+    found: dict[int, str] = {}
+
+    def all_exited() -> bool:
+        nonlocal found
+        found = _processes_under(path)
+        return not found
+
+    try:
+        wait_until(all_exited, grace_s, interval_s=0.5, message=f"the processes under {path} to exit")
+    except WaitTimeout:
+        pass  # reported by the caller, with what is still running
     for pid in found:
         try:
             os.kill(pid, signal.SIGKILL)

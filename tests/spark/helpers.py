@@ -7,12 +7,17 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.errors import StaticMQError
+from tests import waiting
+
+T = TypeVar("T")
 
 _ids = itertools.count()
 
@@ -57,17 +62,38 @@ def by_queue(rows: list) -> dict[int, list[bytes]]:  # type: ignore[type-arg]
 
 
 def wait_until(
-    predicate: Callable[[], bool], timeout_s: float = 60, what: str = "condition", query: StreamingQuery | None = None
-) -> None:
-    """Poll `predicate`; a streaming query that died meanwhile is reported with its error."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if query is not None and not query.isActive:
+    predicate: Callable[[], T], timeout_s: float = 60, what: str = "condition", query: StreamingQuery | None = None
+) -> T:
+    """tests.waiting.wait_until for Spark tests: polls every 0.2 s, and a streaming query that died
+    meanwhile is reported with its error at once (its status too if time runs out)."""
+
+    def check() -> T:
+        value = predicate()
+        if not value and query is not None and not query.isActive:
             raise AssertionError(f"the query stopped while waiting for {what}: {query.exception()}")
-        if time.monotonic() > deadline:
-            status = f"; query status {query.status}" if query is not None else ""
-            raise AssertionError(f"timed out waiting for {what}{status}")
-        time.sleep(0.2)
+        return value
+
+    def describe() -> str:
+        return f"{what}; query status {query.status}" if query is not None else what
+
+    return waiting.wait_until(check, timeout_s, interval_s=0.2, message=describe)
+
+
+def uncommitted_batches(checkpoint: Path) -> list[int]:
+    """Micro-batches of a streaming query under way: planned in its offset log, not yet in its
+    commit log (sorted; empty when none is)."""
+
+    def ids(log: str) -> set[int]:
+        folder = checkpoint / log
+        return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.exists() else set()
+
+    return sorted(ids("offsets") - ids("commits"))
+
+
+def committed_batches(checkpoint: Path) -> int:
+    """How many micro-batches the query checkpointed at `checkpoint` has committed."""
+    folder = checkpoint / "commits"
+    return sum(1 for p in folder.iterdir() if p.name.isdigit()) if folder.exists() else 0
 
 
 class BackgroundProducer:
@@ -88,11 +114,11 @@ class BackgroundProducer:
                 try:
                     r = producer.send(topic, body, key=f"key{i % 40}")
                 except StaticMQError:
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # pacing: no tight retry loop while a broker is down (not a wait)
                 else:
                     self.acked[r.queue_id].append(body)
                 i += 1
-                time.sleep(0.003)
+                time.sleep(0.003)  # pacing: a steady trickle of sends (not a wait)
 
     def __enter__(self) -> BackgroundProducer:
         self._thread.start()

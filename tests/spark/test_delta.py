@@ -18,7 +18,15 @@ from staticmq_spark import configure_spark
 from staticmq_spark.client import Admin
 from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentMerge, table_version
 from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
-from tests.spark.helpers import BackgroundProducer, by_queue, merge, new_topic, produce, wait_until
+from tests.spark.helpers import (
+    BackgroundProducer,
+    by_queue,
+    committed_batches,
+    merge,
+    new_topic,
+    produce,
+    wait_until,
+)
 
 pytestmark = pytest.mark.spark
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -51,13 +59,12 @@ def test_bronze_keeps_every_message_exactly_once_through_a_driver_kill_and_a_rem
     args = [sys.executable, str(SCRIPTS / "stream_to_delta.py"), cluster.namesrv, topic, table, checkpoint]
     log = (tmp_path / "driver.log").open("wb")
     driver = subprocess.Popen([*args, "run"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    commits = Path(checkpoint) / "commits"
     try:
-        wait_until(lambda: commits.exists() and len(list(commits.iterdir())) >= 2, 240, "two committed batches")
+        wait_until(lambda: committed_batches(Path(checkpoint)) >= 2, 240, "two committed batches")
         with BackgroundProducer(cluster.namesrv, topic, "during") as during, Admin(cluster.namesrv) as admin:
             admin.remapping_static_topic(topic, brokers=["broker-2"])
-            done = len(list(commits.iterdir()))
-            wait_until(lambda: len(list(commits.iterdir())) >= done + 2, 240, "batches after the remap")
+            done = committed_batches(Path(checkpoint))
+            wait_until(lambda: committed_batches(Path(checkpoint)) >= done + 2, 240, "two batches after the remap")
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(30)

@@ -21,7 +21,15 @@ from pyspark.sql.functions import col
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ
 from staticmq_spark.sink.direct import ROW_ID
-from tests.spark.helpers import by_queue, merge, produce, source, wait_until
+from tests.spark.helpers import (
+    by_queue,
+    committed_batches,
+    merge,
+    produce,
+    source,
+    uncommitted_batches,
+    wait_until,
+)
 from tests.spark.test_sink import assert_hash_sharded, read_topic, write
 
 pytestmark = pytest.mark.spark
@@ -145,8 +153,9 @@ def test_sink_is_at_least_once_and_the_row_id_removes_duplicates_after_a_driver_
     log = (tmp_path / "driver.log").open("wb")
     driver = subprocess.Popen(pipe("run"), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: (ck / "commits").exists() and len(list((ck / "commits").iterdir())) >= 3, 180, "commits")
-        time.sleep(0.3)
+        wait_until(lambda: committed_batches(ck) >= 3, 180, "three committed batches")
+        # the kill lands while a batch is written: planned in the offset log, not committed
+        wait_until(lambda: uncommitted_batches(ck), 60, "a batch under way after the third commit")
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(30)

@@ -7,6 +7,7 @@ commits its small transaction by copying."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,7 +23,8 @@ from pyspark.errors import PySparkException
 from staticmq_spark.client import Admin
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.testing import LocalCluster
-from tests.spark.helpers import new_topic, produce, source, wait_until
+from tests import waiting
+from tests.spark.helpers import committed_batches, new_topic, produce, source, uncommitted_batches, wait_until
 
 pytestmark = pytest.mark.spark
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -103,12 +105,19 @@ def test_each_key_stays_in_its_hash_queue_across_remaps_while_the_query_writes(s
         for targets in (["broker-2"], ["broker-0", "broker-1"], ["broker-0", "broker-1", "broker-2"]):
             wait_until(lambda: len(q.recentProgress) >= 2, 60, "batches", q)
             admin.remapping_static_topic(dst, brokers=targets)
-            time.sleep(0.8)
+            time.sleep(0.8)  # not a wait: the query keeps writing while the remap settles
     q.processAllAvailable()
     q.stop()
     rows = read_topic(spark, cluster.namesrv, dst)
     assert Counter(bytes(r["value"]) for r in rows) == Counter(b for bodies in sent.values() for b in bodies)
     assert_hash_sharded(rows, 6)
+
+
+def staged_uncommitted(cluster: LocalCluster, ck: Path) -> list[int]:
+    """Batches of the query checkpointed at `ck` that are under way and have rows staged on a
+    broker (the sink stages under the query id; a commit removes the batch's staging)."""
+    query_id = json.loads((ck / "metadata").read_text())["id"]
+    return [b for b in uncommitted_batches(ck) if any(cluster.data_dir.glob(f"*/sink/staging/{query_id}/{b}/*"))]
 
 
 def _pipe(namesrv: str, src: str, dst: str, ck: Path, mode: str, *extra: str) -> list[str]:
@@ -124,8 +133,14 @@ def test_exactly_once_when_the_writing_driver_is_killed_and_restarted(spark, clu
         _pipe(cluster.namesrv, src, dst, ck, "run"), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     try:
-        wait_until(lambda: (ck / "commits").exists() and len(list((ck / "commits").iterdir())) >= 3, 180, "commits")
-        time.sleep(0.3)  # let the next batch get under way
+        wait_until(lambda: committed_batches(ck) >= 3, 180, "three committed batches")
+        # the kill lands while a batch is written: brokers hold its staged rows, it is not committed
+        waiting.wait_until(
+            lambda: staged_uncommitted(cluster, ck),
+            60,
+            interval_s=0.01,  # a batch's rows stay staged for a fraction of a second
+            message="a batch with staged rows after the third commit",
+        )
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(30)
@@ -166,7 +181,7 @@ def test_broker_killed_while_writing_loses_nothing_and_strict_keys_wait(spark, c
     )
     wait_until(lambda: len([p for p in q.recentProgress if p["numInputRows"]]) >= 2, 60, "batches", q)
     cluster.kill_broker("broker-2")
-    time.sleep(2.0)
+    time.sleep(2.0)  # not a wait: the query keeps writing while broker-2 is down
     cluster.start_broker("broker-2")
     q.processAllAvailable()
     q.stop()

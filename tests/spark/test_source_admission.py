@@ -55,7 +55,7 @@ def test_min_messages_waits_for_enough_messages_or_the_max_trigger_delay(spark, 
     q = df.writeStream.format("noop").trigger(processingTime="200 milliseconds").start()
     try:
         produce(cluster.namesrv, topic, 10)
-        time.sleep(1.5)
+        time.sleep(1.5)  # not a wait: nothing may happen for this long (several triggers)
         assert sum(batch_sizes(q)) == 0, "10 < minMessagesPerTrigger: no batch yet"
         wait_until(lambda: sum(batch_sizes(q)) == 10, 20, "the max trigger delay to release the 10 messages")
         produce(cluster.namesrv, topic, 60, start=100)

@@ -117,7 +117,7 @@ def test_starting_and_ending_offsets_as_json_select_a_range(spark, cluster) -> N
 def test_starting_timestamp_starts_at_the_first_message_stored_after_it(spark, cluster) -> None:
     topic = new_topic(cluster.namesrv, 2)
     produce(cluster.namesrv, topic, 40)
-    time.sleep(0.05)
+    time.sleep(0.05)  # not a wait: the store times before and after the cut must differ
     cut = int(time.time() * 1000)
     time.sleep(0.05)
     produce(cluster.namesrv, topic, 30, start=1000)

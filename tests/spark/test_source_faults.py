@@ -15,10 +15,25 @@ from pyspark.errors import PySparkException
 
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.testing import LocalCluster
-from tests.spark.helpers import BackgroundProducer, by_queue, merge, new_topic, produce, source, wait_until
+from tests.spark.helpers import (
+    BackgroundProducer,
+    by_queue,
+    committed_batches,
+    merge,
+    new_topic,
+    produce,
+    source,
+    wait_until,
+)
 
 pytestmark = pytest.mark.spark
 SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _more_acked(producer: BackgroundProducer, n: int, when: str) -> None:
+    """Wait until the background producer has `n` more sends acknowledged."""
+    before = sum(len(v) for v in producer.acked.values())
+    wait_until(lambda: sum(len(v) for v in producer.acked.values()) >= before + n, 60, f"{n} acknowledged sends {when}")
 
 
 def test_messages_written_before_during_and_after_remaps_are_read_exactly_once(spark, cluster) -> None:
@@ -33,9 +48,9 @@ def test_messages_written_before_during_and_after_remaps_are_read_exactly_once(s
     )
     with BackgroundProducer(cluster.namesrv, topic, "during") as during, Admin(cluster.namesrv) as admin:
         for targets in (["broker-1", "broker-2"], ["broker-0"], ["broker-0", "broker-1", "broker-2"]):
-            time.sleep(1.0)
+            _more_acked(during, 30, "before a remap")
             admin.remapping_static_topic(topic, brokers=targets)
-        time.sleep(1.0)
+        _more_acked(during, 30, "after the last remap")
     after = produce(cluster.namesrv, topic, 200, start=5000)
     expected = merge(merge(before, during.acked), after)
     total = sum(len(v) for v in expected.values())
@@ -58,11 +73,11 @@ def test_broker_killed_and_restarted_during_the_stream_loses_and_duplicates_noth
         .start()
     )
     with BackgroundProducer(cluster.namesrv, topic, "c") as producer:
-        time.sleep(1.5)
+        _more_acked(producer, 50, "before the kill")
         cluster.kill_broker("broker-1")
-        time.sleep(1.0)
+        time.sleep(1.0)  # not a wait: the broker stays down this long while the producer keeps sending
         cluster.start_broker("broker-1")
-        time.sleep(1.5)
+        _more_acked(producer, 50, "after the restart")
     acked_total = sum(len(v) for v in producer.acked.values())
     wait_until(lambda: spark.table("broker_crash").count() >= acked_total, 120, "every acknowledged message")
     q.processAllAvailable()
@@ -113,8 +128,7 @@ def test_driver_killed_and_restarted_from_its_checkpoint_reads_exactly_once(spar
     log = (tmp_path / "driver.log").open("wb")
     driver = subprocess.Popen([*args, "run"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        commits = Path(checkpoint) / "commits"
-        wait_until(lambda: commits.exists() and len(list(commits.iterdir())) >= 3, 180, "three committed batches")
+        wait_until(lambda: committed_batches(Path(checkpoint)) >= 3, 180, "three committed batches")
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(30)

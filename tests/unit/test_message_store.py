@@ -148,7 +148,7 @@ def test_retention_by_age_keeps_the_active_segment(tmp_path: Path) -> None:
     store = open_store(tmp_path, retention_hours=1e-9)
     for _ in range(20):
         store.append("t", 0, encode_messages([b"x" * 10_000]))
-    time.sleep(0.01)
+    time.sleep(0.01)  # not a wait: every segment grows older than the (microseconds long) retention age
     store.run_retention()
     lo, hi = store.offsets("t", 0)
     assert 0 < lo < hi
@@ -158,7 +158,7 @@ def test_retention_by_age_keeps_the_active_segment(tmp_path: Path) -> None:
 def test_offset_for_timestamp_finds_the_first_message_at_or_after(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     store.append("t", 0, encode_messages([b"early"]))
-    time.sleep(0.02)
+    time.sleep(0.02)  # not a wait: "early" is stored strictly before `middle`, "late" strictly after
     middle = int(time.time() * 1000)
     time.sleep(0.02)
     store.append("t", 0, encode_messages([b"late"]))
