@@ -34,7 +34,7 @@ from broker_stub.store.queue_check import queues_to_rebuild, rebuild_from_log
 from broker_stub.store.record import FLAG_LINK, FLAG_STAGED, LINK_ENTRY, RecordHeader, encode_link, encode_record
 from broker_stub.store.redispatch import Redispatcher
 from broker_stub.store.retired_fds import RetiredFds
-from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord, duplicate_of
+from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord, duplicate_of, plan_link
 from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import PackedBatch
 
@@ -253,18 +253,7 @@ class MessageStore:
             adopted = iter(self._log.adopt(paths))
             bases = [next(adopted) if isinstance(f, Path) else f for f in files]
             now = max(int(time.time() * 1000), self._last_store_ts)
-            link_rows: list[tuple[int, int, int, int]] = []
-            pending: dict[int, list[np.ndarray]] = {}
-            next_offset: dict[int, int] = {}
-            for queue, records in groups:
-                offset = next_offset.get(queue, self._queue(topic, queue).max_offset)
-                for rec in records:
-                    pos = bases[rec.source] + rec.offset
-                    count = int(rec.sizes.shape[0])
-                    link_rows.append((queue, count, offset, pos))
-                    pending.setdefault(queue, []).append(entries_for(pos + rec.rows_offset, rec.sizes, now))
-                    offset += count
-                next_offset[queue] = offset
+            link_rows, pending = plan_link(groups, bases, lambda q: self._queue(topic, q).max_offset, now)
             if not link_rows:
                 return 0
             sizes, data = encode_link(np.array(link_rows, dtype=LINK_ENTRY))

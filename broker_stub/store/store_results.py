@@ -6,10 +6,12 @@ above the store sees it only as the pull status, converted once by `pull_status`
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from broker_stub.store.consume_queue import Entries, entries_for
 from broker_stub.store.idempotency import StoredBatch
 from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import Int32Array
@@ -83,3 +85,28 @@ def duplicate_of(seen: StoredBatch, topic: str, queue_id: int, count: int) -> Ap
             f"in {seen.topic}/{seen.queue_id}, now {count} messages for {topic}/{queue_id})"
         )
     return AppendResult(seen.base_offset, seen.count, seen.store_timestamp, duplicate=True)
+
+
+def plan_link(
+    groups: Sequence[tuple[int, Sequence[StagedRecord]]],
+    bases: Sequence[int],
+    max_offset: Callable[[int], int],
+    now: int,
+) -> tuple[list[tuple[int, int, int, int]], dict[int, list[Entries]]]:
+    """What one link record makes visible: its rows (queue, count, first offset, record position),
+    each group's records taking the next offsets of its physical queue in order, and the
+    consume-queue entries per queue. `bases[rec.source]` is where a staged record's file lies in
+    the commit log; `max_offset(queue)` where its queue ends now."""
+    link_rows: list[tuple[int, int, int, int]] = []
+    pending: dict[int, list[Entries]] = {}
+    next_offset: dict[int, int] = {}
+    for queue, records in groups:
+        offset = next_offset.get(queue, max_offset(queue))
+        for rec in records:
+            pos = bases[rec.source] + rec.offset
+            count = int(rec.sizes.shape[0])
+            link_rows.append((queue, count, offset, pos))
+            pending.setdefault(queue, []).append(entries_for(pos + rec.rows_offset, rec.sizes, now))
+            offset += count
+        next_offset[queue] = offset
+    return link_rows, pending
