@@ -33,7 +33,8 @@ import threading
 from pathlib import Path
 
 from broker_stub.broker.app import BrokerApp
-from broker_stub.store.sink_staging import ChunkInfo, SinkStaging, fsync_file, read_chunk, scan_staged
+from broker_stub.store.atomic_file import fsync_path
+from broker_stub.store.sink_staging import ChunkInfo, SinkStaging, read_chunk, scan_staged
 from broker_stub.store.store_results import StagedRecord
 from staticmq_spark.errors import (
     ConflictError,
@@ -249,7 +250,7 @@ class SinkService:
 
         with self._staging.lock:  # no chunk is written to a file while it moves
             for path in to_move.values():
-                fsync_file(path)
+                fsync_path(path)
             rows = self._app.static.link(topic, key, sources, groups, before_adopt)
             for path in to_move.values():
                 self._staging.forget(path)

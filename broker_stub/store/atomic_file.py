@@ -23,7 +23,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def atomic_write_json(path: Path, value: Any) -> None:
@@ -39,7 +39,8 @@ def read_json(path: Path) -> Any:
     return json.loads(raw)
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory (its entries: a rename or create in it) by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from broker_stub.metrics import CORRUPT_RECORDS, FLUSH_SECONDS
-from broker_stub.store.atomic_file import fsync_dir, pwrite_all
+from broker_stub.store.atomic_file import fsync_path, pwrite_all
 from broker_stub.store.record import HEADER_SIZE, RecordError, RecordHeader, decode_header, parse_record
 from broker_stub.store.retired_fds import RetiredFds
 from staticmq_spark.errors import DataCorruptError
@@ -225,7 +225,7 @@ class CommitLog:
             os.rename(path, target)
             fd = os.open(target, os.O_RDWR)
             segments.append(Segment(base, target, fd, os.fstat(fd).st_size, sealed=True))
-        fsync_dir(self._dir)
+        fsync_path(self._dir)
         self._publish(segments)
         return bases
 
@@ -248,7 +248,7 @@ class CommitLog:
         base = self.written_pos
         path = self._dir / f"{base:020d}{SUFFIX}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        fsync_dir(self._dir)
+        fsync_path(self._dir)
         segs = (*self._segments, Segment(base, path, fd, 0))
         self._publish(list(segs))
         return self._segments

@@ -11,7 +11,7 @@ import logging
 import threading
 from pathlib import Path
 
-from broker_stub.store.atomic_file import atomic_write_bytes, fsync_dir
+from broker_stub.store.atomic_file import atomic_write_bytes, fsync_path
 from staticmq_spark.errors import MappingRejectedError
 from staticmq_spark.mapping import TopicQueueMapping
 
@@ -66,6 +66,6 @@ class MappingFiles:
             path = self._dir / f"{topic}.json"
             if path.exists():
                 path.unlink()
-                fsync_dir(self._dir)
+                fsync_path(self._dir)
             self._mappings.pop(topic, None)
             self.foreign.pop(topic, None)

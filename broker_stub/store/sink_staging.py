@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from broker_stub.store.atomic_file import atomic_write_bytes, fsync_dir
+from broker_stub.store.atomic_file import atomic_write_bytes, fsync_path
 from broker_stub.store.direct_write import DirectWriter
 from broker_stub.store.record import FLAG_STAGED, HEADER_SIZE, RecordError, decode_header, encode_record, parse_record
 from staticmq_spark.errors import ConflictError, DataLossError, InvalidArgumentError
@@ -133,8 +133,8 @@ class SinkStaging:
     def make_durable(self, writer: str, batch: int, staging_id: str) -> None:
         path = self.staging_path(writer, batch, staging_id)
         if path.exists():
-            fsync_file(path)
-            fsync_dir(path.parent)
+            fsync_path(path)
+            fsync_path(path.parent)
 
     def forget(self, path: Path) -> None:
         """`path` was moved away (adopted by the commit log). Caller holds `lock`."""
@@ -266,11 +266,3 @@ def read_chunk(path: Path, info: ChunkInfo) -> PackedBatch:
     if (header.queue_id, header.base_offset, header.count) != (info.queue, info.seq, info.count):
         raise DataLossError(f"staged chunk {info.seq} of {path} is not the record indexed there")
     return PackedBatch(record[header.rows_offset :], sizes)
-
-
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

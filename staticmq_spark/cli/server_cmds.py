@@ -91,7 +91,7 @@ def add_exposure_flags(
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
     """`--set key=value` -> typed [store] settings (types from StoreConfig)."""
-    from broker_stub.config import StoreConfig
+    from broker_stub.launch import StoreConfig
 
     types = {f.name: f.type for f in dataclasses.fields(StoreConfig)}
     out: dict[str, Any] = {}
@@ -121,8 +121,7 @@ _BOOLS = {"true": True, "false": False}
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from broker_stub.broker.server import run_broker
-    from broker_stub.config import broker_config_from, load_toml, store_config_from
+    from broker_stub.launch import broker_config_from, load_toml, run_broker, store_config_from
 
     check_exposure(args.host, args.insecure, "broker", acl=bool(args.acl), tls=bool(args.tls_cert))
     file_cfg = load_toml(args.config) if args.config else {}
@@ -151,8 +150,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
-    from broker_stub.namesrv.server import run_namesrv
-    from broker_stub.security import server_security
+    from broker_stub.launch import run_namesrv, server_security
 
     check_exposure(args.host, args.insecure, "name server", acl=bool(args.acl), tls=bool(args.tls_cert))
     security = server_security(args.acl, args.tls_cert, args.tls_key)
@@ -165,7 +163,7 @@ CLUSTER_KEYS = {"brokers": 2, "data_dir": None, "namesrv_port": 9876, "host": "1
 
 def cluster_settings(args: argparse.Namespace) -> dict[str, Any]:
     """[cluster] and [namesrv] from --config, overridden by command-line flags."""
-    from broker_stub.config import load_toml
+    from broker_stub.launch import load_toml
 
     file_cfg = load_toml(args.config) if args.config else {}
     section = dict(file_cfg.get("cluster", {}))

@@ -8,13 +8,11 @@ from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.results import PullResult, SendResult
 from staticmq_spark.cluster.status import PullStatus
-from staticmq_spark.testing import LocalCluster
 
 __all__ = [
     "AckResult",
     "Admin",
     "ExclusiveConsumer",
-    "LocalCluster",
     "PopConsumer",
     "PopMessage",
     "Producer",

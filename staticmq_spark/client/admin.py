@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from staticmq_spark.client.progress import ProgressRow, consumer_progress
 from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
+from staticmq_spark.client.static_admin import OperationResult, StaticTopicAdmin, is_static_anywhere
 from staticmq_spark.errors import (
     BrokerNotFoundError,
     InvalidArgumentError,
@@ -23,9 +24,6 @@ from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.route_view import TopicRouteView
 from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
-
-if TYPE_CHECKING:
-    from staticmq_spark.client.static_admin import OperationResult
 
 T = TypeVar("T")
 
@@ -65,8 +63,6 @@ class Admin:
         self.channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
         self.routes = RouteCache(namesrv, self.channels, ttl_s=0.0)
         self.timeout_s = timeout_s
-        from staticmq_spark.client.static_admin import StaticTopicAdmin
-
         self.static = StaticTopicAdmin(self)
 
     # ------------------------------------------------------------------ cluster
@@ -147,8 +143,6 @@ class Admin:
 
     def delete_topic(self, topic: str) -> list[str]:
         """Delete a topic from every live broker that has it; a static topic's mappings too."""
-        from staticmq_spark.client.static_admin import is_static_anywhere
-
         if is_static_anywhere(self.static.gather(topic)):
             return self.static.delete(topic)
         holders = self.brokers_with_topic(topic)
