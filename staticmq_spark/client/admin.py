@@ -12,6 +12,7 @@ from staticmq_spark.client.progress import ProgressRow, consumer_progress
 from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.client.static_admin import OperationResult, StaticTopicAdmin, is_static_anywhere
+from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import (
     BrokerNotFoundError,
     InvalidArgumentError,
@@ -45,7 +46,7 @@ class QueueStatus:
     last_store_timestamp: int
 
 
-class Admin:
+class Admin(Closeable):
     def __init__(
         self,
         namesrv: str,
@@ -193,9 +194,3 @@ class Admin:
     def close(self) -> None:
         if self._own_channels:
             self.channels.close()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -33,6 +33,7 @@ from typing import Any
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.client.results import PullResult, pull_result
 from staticmq_spark.client.rpc import Channels, invoke
+from staticmq_spark.closing import Closeable
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import (
     BrokerUnavailableError,
@@ -59,7 +60,7 @@ class HeldQueue:
     committed: int | None = None  # last offset committed by this consumer
 
 
-class ExclusiveConsumer:
+class ExclusiveConsumer(Closeable):
     def __init__(
         self,
         namesrv: str,
@@ -177,12 +178,6 @@ class ExclusiveConsumer:
             self._pull.close()
             if self._own_channels:
                 self._channels.close()
-
-    def __enter__(self) -> ExclusiveConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ locks
 

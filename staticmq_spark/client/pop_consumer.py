@@ -29,6 +29,7 @@ import numpy as np
 from staticmq_spark.client.pop_messages import AckResult, PopMessage, RefusedAck, popped_messages
 from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
+from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError, ReceiptHandleError, StaticMQError
 from staticmq_spark.protocol.ack_outcomes import AckOutcome, explain
 from staticmq_spark.protocol.auth import Credentials
@@ -41,7 +42,7 @@ INIT_MODES = ("earliest", "latest")
 T = TypeVar("T")
 
 
-class PopConsumer:
+class PopConsumer(Closeable):
     def __init__(
         self,
         namesrv: str,
@@ -205,12 +206,6 @@ class PopConsumer:
     def close(self) -> None:
         if self._own_channels:
             self._channels.close()
-
-    def __enter__(self) -> PopConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _by_broker(messages: list[PopMessage]) -> dict[str, list[PopMessage]]:

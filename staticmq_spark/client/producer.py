@@ -31,6 +31,7 @@ from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.client.selector import CircuitBreaker, ReachabilityDetector
 from staticmq_spark.client.targets import KEYLESS, group_rows, row_targets
+from staticmq_spark.closing import Closeable
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import (
     InvalidArgumentError,
@@ -46,7 +47,7 @@ from staticmq_spark.protocol.topic import ORDERS
 DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 
 
-class Producer:
+class Producer(Closeable):
     """`Producer("rocketmq://host:port")` returns a RocketMQProducer (Apache RocketMQ); a plain address
     (`host:port[;host:port]`) is a staticmq cluster."""
 
@@ -184,12 +185,6 @@ class Producer:
         self._pool.shutdown(wait=True)
         if self._own_channels:
             self._channels.close()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ routing
 

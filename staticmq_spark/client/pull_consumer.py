@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from staticmq_spark.client.results import PullResult, pull_result
 from staticmq_spark.client.route import RouteCache
 from staticmq_spark.client.rpc import Channels, invoke
+from staticmq_spark.closing import Closeable
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import (
     BrokerUnavailableError,
@@ -36,7 +37,7 @@ class QueueOffsets:
     last_store_timestamp: int
 
 
-class PullConsumer:
+class PullConsumer(Closeable):
     """`PullConsumer("rocketmq://host:port")` returns a RocketMQPullConsumer (Apache RocketMQ); a plain address
     (`host:port[;host:port]`) is a staticmq cluster."""
 
@@ -202,12 +203,6 @@ class PullConsumer:
     def close(self) -> None:
         if self._own_channels:
             self._channels.close()
-
-    def __enter__(self) -> PullConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _with_queue(request: pb.PullRequest, q: QueueAddress) -> pb.PullRequest:

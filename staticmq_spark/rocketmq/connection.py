@@ -9,6 +9,7 @@ import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import BrokerUnavailableError
 from staticmq_spark.rocketmq.frames import RemotingCommand, decode_frame, encode_request, frame_length
 
@@ -24,7 +25,7 @@ def split_host_port(addr: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class Connection:
+class Connection(Closeable):
     """Thread-safe: any thread may call `request`; one reader thread completes the futures."""
 
     def __init__(self, addr: str, connect_timeout_s: float = 3.0) -> None:
@@ -123,12 +124,6 @@ class Connection:
         except OSError:
             pass
         self._fail("closed by the client")
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class ConnectionPool:

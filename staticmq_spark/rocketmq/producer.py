@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from staticmq_spark.client.results import SendResult
 from staticmq_spark.client.targets import KEYLESS, row_targets
+from staticmq_spark.closing import Closeable
 from staticmq_spark.cluster.address import ClusterAddress, parse_address
 from staticmq_spark.errors import InvalidArgumentError, StaticMQError
 from staticmq_spark.protocol.auth import Credentials
@@ -44,7 +45,7 @@ def _bodies(values: Any) -> pa.Array:
     return pa.array([v.encode() if isinstance(v, str) else v for v in values], pa.binary())
 
 
-class RocketMQProducer:
+class RocketMQProducer(Closeable):
     def __init__(
         self,
         namesrv: str | ClusterAddress,
@@ -205,9 +206,3 @@ class RocketMQProducer:
     def close(self) -> None:
         if self._own_client:
             self.client.close()
-
-    def __enter__(self) -> RocketMQProducer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

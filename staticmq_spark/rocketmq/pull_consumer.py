@@ -10,6 +10,7 @@ from typing import Any
 
 from staticmq_spark.client.pull_consumer import QueueOffsets
 from staticmq_spark.client.results import PullResult, empty_pulled_batch, pulled_columns
+from staticmq_spark.closing import Closeable
 from staticmq_spark.cluster.address import ClusterAddress, parse_address
 from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import QueueNotFoundError
@@ -23,7 +24,7 @@ from staticmq_spark.rocketmq.stored_messages import decode_stored
 MOCK_BROKER = "__syslo__global__"
 
 
-class RocketMQPullConsumer:
+class RocketMQPullConsumer(Closeable):
     def __init__(
         self,
         namesrv: str | ClusterAddress,
@@ -138,9 +139,3 @@ class RocketMQPullConsumer:
 
     def close(self) -> None:
         self.access.close()
-
-    def __enter__(self) -> RocketMQPullConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

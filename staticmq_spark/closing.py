@@ -1,0 +1,16 @@
+"""The one context-manager pair of the client objects: `with obj:` closes `obj` at the end."""
+
+from __future__ import annotations
+
+from typing import Self
+
+
+class Closeable:
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
