@@ -111,10 +111,10 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             }
         end = self._admit(snaps, begin, latest, limit)
         self._lag = self._behind(snaps, end)
-        unchanged = {t: per for t, per in end.items() if t in start}
+        same_topics = set(end) == set(offset_json.topics_of(start))  # none appeared or was dropped
         if (
             end == begin
-            and len(unchanged) == len(end)
+            and same_topics
             and all(begin[t] == offset_json.from_json(start, t, snaps[t].total_queues) for t in end)
         ):
             if self._target is None:  # AvailableNow ends on this answer: no reason to wait

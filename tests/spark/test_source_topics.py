@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from staticmq_spark.client import Admin
 from staticmq_spark.testing import LocalCluster
 from tests.spark.helpers import by_queue, new_topic, produce, source, wait_until
 
@@ -97,5 +98,43 @@ def test_the_query_progress_shows_lag_per_logic_queue(
         assert sorted(lag) == ["0", "1"] and latest["staticmq.lagTotal"] == sum(lag.values()) == 300
         done = wait_until(lambda: spark.table(name).count() == 400, 120, "all 400 rows", query)
         assert done
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_a_topic_that_vanishes_from_a_pattern_fails_the_query_or_is_dropped(
+    spark: SparkSession, cluster: LocalCluster, tmp_path: Path, fail_on_data_loss: str
+) -> None:
+    prefix = f"gone{next(_runs)}x"
+    kept, doomed = new_topic(cluster.namesrv, 2, prefix=prefix), new_topic(cluster.namesrv, 2, prefix=prefix)
+    produce(cluster.namesrv, kept, 20)
+    produce(cluster.namesrv, doomed, 20, start=100)
+    query = (
+        source(
+            spark,
+            cluster.namesrv,
+            "",
+            topicPattern=f"{prefix}-.*",
+            startingOffsets="earliest",
+            failOnDataLoss=fail_on_data_loss,
+        )
+        .writeStream.format("memory")
+        .queryName(prefix)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        wait_until(lambda: spark.table(prefix).count() == 40, 120, "both topics' rows", query)
+        with Admin(cluster.namesrv) as admin:
+            admin.delete_topic(doomed)
+        if fail_on_data_loss == "true":
+            wait_until(lambda: not query.isActive, 120, "the query to fail")
+            assert f"topic {doomed!r}" in str(query.exception()) and "is gone" in str(query.exception())
+        else:
+            produce(cluster.namesrv, kept, 10, start=1000)
+            wait_until(lambda: spark.table(prefix).count() == 50, 120, "the kept topic's new rows", query)
+            assert query.isActive
     finally:
         query.stop()
