@@ -28,7 +28,15 @@ import numpy as np
 
 from broker_stub.metrics import CORRUPT_RECORDS, FLUSH_SECONDS
 from broker_stub.store.atomic_file import fsync_path, pwrite_all
-from broker_stub.store.record import HEADER_SIZE, RecordError, RecordHeader, decode_header, parse_record
+from broker_stub.store.record import (
+    HEADER_SIZE,
+    MisalignedRead,
+    RecordError,
+    RecordHeader,
+    decode_header,
+    first_bad_row,
+    parse_record,
+)
 from broker_stub.store.retired_fds import RetiredFds
 from staticmq_spark.errors import DataCorruptError
 from staticmq_spark.protocol.codec import Int32Array, Int64Array, ranges_to_indices
@@ -351,13 +359,20 @@ class CommitLog:
         stops = np.concatenate((brk, [n]))
         try:
             if len(starts) <= _MANY_RUNS:
-                return b"".join(
+                data = b"".join(
                     self._pread(segs[int(seg_idx[a])], int(pos[a]), int(end[b - 1] - pos[a]))
                     for a, b in zip(starts.tolist(), stops.tolist(), strict=True)
                 )
-            return self._gather(segs, seg_idx, pos, size, end)
+            else:
+                data = self._gather(segs, seg_idx, pos, size, end)
         except OSError as exc:
             raise DataGoneError(f"commit log read failed: {exc}") from None
+        # Rows of one record are contiguous; a run ends where a record (or a wrong entry) does.
+        # The rows on both sides of every break must be whole messages of their indexed size.
+        bad = first_bad_row(data, size, np.unique(np.concatenate((starts, stops - 1))))
+        if bad is not None:
+            raise MisalignedRead(bad)
+        return data
 
     def _gather(
         self, segs: tuple[Segment, ...], seg_idx: Int64Array, pos: Int64Array, size: Int32Array, end: Int64Array

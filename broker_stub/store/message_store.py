@@ -25,13 +25,21 @@ from pathlib import Path
 import numpy as np
 
 from broker_stub.config import StoreConfig
+from broker_stub.store import queue_check
 from broker_stub.store.atomic_file import atomic_write_json, read_json
 from broker_stub.store.commit_log import CommitLog, DataGoneError
 from broker_stub.store.consume_queue import ConsumeQueue, entries_for
 from broker_stub.store.group_commit import GroupCommit
 from broker_stub.store.idempotency import IdempotencyIndex, StoredBatch
-from broker_stub.store.queue_check import queues_to_rebuild, rebuild_from_log
-from broker_stub.store.record import FLAG_LINK, FLAG_STAGED, LINK_ENTRY, RecordHeader, encode_link, encode_record
+from broker_stub.store.record import (
+    FLAG_LINK,
+    FLAG_STAGED,
+    LINK_ENTRY,
+    MisalignedRead,
+    RecordHeader,
+    encode_link,
+    encode_record,
+)
 from broker_stub.store.redispatch import Redispatcher
 from broker_stub.store.retired_fds import RetiredFds
 from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord, duplicate_of, plan_link
@@ -86,11 +94,10 @@ class MessageStore:
             self._remember_key(header)
             self._last_store_ts = max(self._last_store_ts, header.store_timestamp)
         valid_end = self._log.written_pos
-        damaged = queues_to_rebuild(
-            self._queues, checkpoint.get("queues") or {}, valid_end, self.config.max_batch_bytes
-        )
-        if damaged:  # an index that lies: rebuilt from the commit log, so nothing hides or is reused
-            rebuild_from_log(self._log, damaged, self._queues, Redispatcher(self._log, self._uids, self._queue))
+        # an index that lies is rebuilt from the commit log, so nothing hides or is reused
+        recorded = checkpoint.get("queues") or {}
+        rebuild = Redispatcher(self._log, self._uids, self._queue)
+        queue_check.check_queues(self._dir, self._log, self._queues, recorded, self.config.max_batch_bytes, rebuild)
         for cq in self._queues.values():
             cq.truncate_beyond(valid_end)
             cq.advance_min(self._log.min_pos)
@@ -342,6 +349,8 @@ class MessageStore:
         entries, sizes = entries[:keep], sizes[:keep]
         try:
             data = self._log.read_many(entries["pos"].astype(np.int64), sizes)
+        except MisalignedRead as exc:
+            raise queue_check.report_misaligned(self._dir, topic, queue_id, offset + exc.row) from None
         except DataGoneError:
             cq.advance_min(self._log.min_pos)
             return ReadResult(ReadStatus.OFFSET_TOO_SMALL, cq.min_offset, cq.min_offset, cq.max_offset)

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticmq_spark.protocol.codec import Int32Array
+from staticmq_spark.protocol.codec import FLAG_KEY, FLAG_TAGS, KNOWN_FLAGS, Int32Array
+from staticmq_spark.protocol.codec import HEADER_DTYPE as ROW_HEADER
+from staticmq_spark.protocol.codec import HEADER_SIZE as ROW_HEADER_SIZE
 
 MAGIC = 0x534D5131
 HEADER = struct.Struct("<IIIHHiqiqQI")
@@ -141,3 +143,34 @@ def decode_link(record: bytes | memoryview, header: RecordHeader) -> np.ndarray:
     """The LINK_ENTRY entries of a link record (whole record bytes)."""
     start = header.rows_offset
     return np.frombuffer(record, dtype=LINK_ENTRY, count=header.count, offset=start)
+
+
+class MisalignedRead(Exception):
+    """Bytes read for an index entry are not the message it names (row `row` of the read)."""
+
+    def __init__(self, row: int) -> None:
+        super().__init__(f"row {row} of the read is not a message")
+        self.row = row
+
+
+def first_bad_row(data: bytes, sizes: Int32Array, rows: np.ndarray) -> int | None:
+    """The first of `rows` (indexes into the packed rows `data`, `sizes` bytes each) whose row
+    header does not describe a message of its size: an index entry pointing at the wrong bytes."""
+    ends = np.cumsum(sizes, dtype=np.int64)
+    starts = ends - sizes
+    size = sizes[rows].astype(np.int64)
+    bad = size < ROW_HEADER_SIZE
+    ok = np.flatnonzero(~bad)
+    if ok.size:
+        buf = np.frombuffer(data, dtype=np.uint8)
+        heads = buf[starts[rows[ok]][:, None] + np.arange(ROW_HEADER_SIZE)].view(ROW_HEADER).reshape(-1)
+        lens = [heads[f].astype(np.int64) for f in ("key_len", "tags_len", "body_len", "props_len")]
+        wrong = (heads["flags"] & ~np.uint32(KNOWN_FLAGS)) != 0
+        for length in lens:
+            wrong |= length < 0
+        wrong |= ((heads["flags"] & FLAG_KEY) == 0) & (lens[0] != 0)
+        wrong |= ((heads["flags"] & FLAG_TAGS) == 0) & (lens[1] != 0)
+        wrong |= ROW_HEADER_SIZE + lens[0] + lens[1] + lens[2] + lens[3] != size[ok]
+        bad[ok] = wrong
+    hit = np.flatnonzero(bad)
+    return int(rows[hit[0]]) if hit.size else None

@@ -42,3 +42,38 @@ def test_a_damaged_index_is_rebuilt_from_the_commit_log(tmp_path: Path, damage: 
             assert [body for _, body in read_queue(consumer, "indexed", 0)] == sent, "every message, in order"
         with Producer(cluster.namesrv, active_detection=False) as producer:
             assert producer.send("indexed", b"next", queue=0).queue_offset == 300, "no offset handed out twice"
+
+
+def _shift_entry(path: Path, entry: int, by: int) -> None:
+    """Entry `entry` points `by` bytes off: still inside the log, so no start-up check can tell."""
+    raw = bytearray(path.read_bytes())
+    at = 24 * entry
+    pos = int.from_bytes(raw[at : at + 8], "little", signed=True)
+    raw[at : at + 8] = (pos + by).to_bytes(8, "little", signed=True)
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("by", [5, -3, 512])
+def test_an_index_entry_pointing_at_the_wrong_bytes_is_refused_then_rebuilt(tmp_path: Path, by: int) -> None:
+    """A plausible but wrong position (a bit flip in an index entry): the read that meets it is
+    refused naming the queue and offset (never served as a message), and the next start rebuilds the
+    index from the commit log, so every message reads back intact."""
+    from staticmq_spark.errors import DataCorruptError
+
+    data = tmp_path / "cluster"
+    sent = [f"message-{i:04d}".encode() for i in range(300)]
+    with LocalCluster(brokers=1, data_dir=data) as cluster:
+        with Admin(cluster.namesrv) as admin:
+            admin.update_topic("shifted", cluster=cluster.cluster_name, read_queues=1, write_queues=1)
+        with Producer(cluster.namesrv, active_detection=False) as producer:
+            for start in range(0, 300, 100):
+                producer.send_batch("shifted", sent[start : start + 100], queue=0)
+    files = sorted((data / "broker-0" / "store" / "consumequeue" / "shifted" / "0").iterdir())
+    _shift_entry(next(f for f in files if f.suffix != ".json"), 150, by)
+
+    with LocalCluster(brokers=1, data_dir=data) as cluster, PullConsumer(cluster.namesrv) as consumer:
+        assert consumer.pull("shifted", 0, 0, max_messages=100).status.name == "FOUND", "before it: served"
+        with pytest.raises(DataCorruptError, match="consume queue shifted/0: the entry of offset 150"):
+            consumer.pull("shifted", 0, 120, max_messages=100)
+    with LocalCluster(brokers=1, data_dir=data) as cluster, PullConsumer(cluster.namesrv) as consumer:
+        assert [body for _, body in read_queue(consumer, "shifted", 0)] == sent, "rebuilt: every message, in order"
