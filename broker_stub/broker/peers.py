@@ -4,7 +4,6 @@ long-lived, failures are staticmq errors."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -12,7 +11,7 @@ from typing import TypeVar
 import grpc
 
 from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
-from staticmq_spark.protocol.channels import PLAIN, ClientSecurity, open_channel, split_addresses
+from staticmq_spark.protocol.channels import PLAIN, Channels, ClientSecurity, split_addresses
 from staticmq_spark.protocol.grpc_errors import translate
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
@@ -25,22 +24,13 @@ T = TypeVar("T")
 class Peers:
     def __init__(self, namesrv: str, timeout_s: float = 10.0, security: ClientSecurity = PLAIN) -> None:
         self._namesrv = split_addresses(namesrv)
-        self._security = security
         self._timeout_s = timeout_s
-        self._lock = threading.Lock()
         self._addrs: dict[str, str] = {}
         self._fetched = 0.0
-        self._channels: dict[str, grpc.Channel] = {}
-
-    def _channel(self, addr: str) -> grpc.Channel:
-        with self._lock:
-            channel = self._channels.get(addr)
-            if channel is None:
-                channel = self._channels[addr] = open_channel(addr, self._security)
-        return channel
+        self._channels = Channels(security)
 
     def _stub(self, bname: str) -> pb_grpc.BrokerStub:
-        return pb_grpc.BrokerStub(self._channel(self._addr(bname)))
+        return self._channels.broker(self._addr(bname))
 
     def _addr(self, bname: str) -> str:
         if bname not in self._addrs or time.monotonic() - self._fetched > REFRESH_S:
@@ -53,7 +43,7 @@ class Peers:
     def _refresh(self) -> None:
         for addr in self._namesrv:
             try:
-                info = pb_grpc.NameServerStub(self._channel(addr)).GetClusterInfo(pb.Empty(), timeout=self._timeout_s)
+                info = self._channels.namesrv(addr).GetClusterInfo(pb.Empty(), timeout=self._timeout_s)
             except grpc.RpcError:
                 continue
             self._addrs = {b.name: b.addr for b in info.brokers}
@@ -119,14 +109,11 @@ class Peers:
         last: StaticMQError = BrokerUnavailableError("no name server answered")
         for addr in self._namesrv:
             try:
-                stub = pb_grpc.NameServerStub(self._channel(addr))
+                stub = self._channels.namesrv(addr)
                 return stub.GetRoute(pb.TopicName(topic=topic), timeout=self._timeout_s)
             except grpc.RpcError as exc:
                 last = translate(exc, f"name server {addr}")
         raise last
 
     def close(self) -> None:
-        with self._lock:
-            for channel in self._channels.values():
-                channel.close()
-            self._channels.clear()
+        self._channels.close()
