@@ -13,6 +13,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from staticmq_spark.client import Admin, PopConsumer, Producer, PullConsumer
 from staticmq_spark.errors import AccessDeniedError, BrokerUnavailableError, UnauthenticatedError
@@ -196,3 +198,42 @@ def test_pop_and_ack_need_sub_on_the_topic_and_the_group(secure: Secure) -> None
     stranger = PopConsumer(secure.namesrv, "other-group", "orders", wait_s=1, **secure.client())  # type: ignore[arg-type]
     with stranger, pytest.raises(AccessDeniedError, match="may not pop from topic 'orders' as group 'other-group'"):
         stranger.receive(max_messages=1)
+
+
+HEADER_TEXT = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=200)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    authorization=st.one_of(
+        HEADER_TEXT,
+        st.builds(
+            lambda key, signed, sig: f"MQv2-HMAC-SHA1 Credential={key}, SignedHeaders={signed}, Signature={sig}",
+            st.sampled_from(["etl", "admin", "nobody", "", "a,b"]),
+            st.sampled_from(["x-mq-date-time", "host", "x-mq-date-time;host", ""]),
+            st.text(alphabet="0123456789abcdefABCDEF", max_size=60),
+        ),
+    ),
+    stamp=st.one_of(HEADER_TEXT, st.sampled_from(["20261125T120000Z", "99999999T999999Z", "", "0"])),
+    method=st.sampled_from(["GetRoute", "GetClusterInfo", "RegisterBroker"]),
+)
+def test_forged_and_garbled_credentials_are_refused_cleanly(
+    secure: Secure, authorization: str, stamp: str, method: str
+) -> None:
+    """Any authorization header and time a client can send: UNAUTHENTICATED (or PERMISSION_DENIED),
+    never INTERNAL or UNKNOWN, and the name server stays up."""
+    channel = open_channel(secure.namesrv, ClientSecurity(None, str(secure.tls.ca)))
+    stub = pb_grpc.NameServerStub(channel)
+    request = {
+        "GetRoute": pb.TopicName(topic="orders"),
+        "GetClusterInfo": pb.Empty(),
+        "RegisterBroker": pb.RegisterBrokerRequest(name="broker-0", cluster="DefaultCluster", addr="127.0.0.1:1"),
+    }[method]
+    try:
+        with pytest.raises(grpc.RpcError) as info:
+            getattr(stub, method)(
+                request, metadata=(("authorization", authorization), ("x-mq-date-time", stamp)), timeout=10
+            )
+    finally:
+        channel.close()
+    assert info.value.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED), info.value
