@@ -61,3 +61,19 @@ def test_a_bad_command_line_store_setting_is_named(pair: str) -> None:
 def test_sink_direct_io_must_be_a_boolean() -> None:
     with pytest.raises(InvalidOptionError, match="sink_direct_io must be true or false"):
         store_config_from({"sink_direct_io": "sometimes"})
+
+
+def test_conf_files_list_every_setting_and_load() -> None:
+    """conf/broker.toml documents every [broker] and [store] key with its default; the example ACL loads."""
+    import dataclasses
+    from pathlib import Path
+
+    from broker_stub.config import BrokerConfig, StoreConfig, load_toml
+    from staticmq_spark.protocol.acl import load_acl
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    data = load_toml(conf / "broker.toml")
+    given = set(data["broker"]) | {"name", "namesrv", "data_dir", "host", "port", "metrics_port", "store"}
+    assert {f.name for f in dataclasses.fields(BrokerConfig)} <= given
+    assert {f.name for f in dataclasses.fields(StoreConfig)} == set(data["store"])
+    assert load_acl(conf / "acl.example.yml").first_admin() is not None
