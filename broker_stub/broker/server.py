@@ -10,7 +10,7 @@ import grpc
 
 from broker_stub.broker.app import BrokerApp
 from broker_stub.broker.consume_servicer import ConsumeServicer
-from broker_stub.broker.servicer import BrokerServicer, RawStageRows
+from broker_stub.broker.servicer import BrokerServicer, RawBatches
 from broker_stub.config import BrokerConfig
 from broker_stub.grpc_server import start_server, wait_for_termination, write_ready_file
 from broker_stub.metrics import MetricsInterceptor, serve_metrics, watch_consumer_lag, watch_store_size
@@ -48,7 +48,7 @@ def run_broker(config: BrokerConfig, ready_file: Path | None = None) -> None:
         pb_grpc.add_BrokerServicer_to_server(servicer, s)
         consume_pb2_grpc.add_ConsumeServiceServicer_to_server(consume, s)
 
-    interceptors = [MetricsInterceptor(), RawStageRows()]
+    interceptors = [MetricsInterceptor(), RawBatches()]
     server, port = start_server(config.host, config.port, config.grpc_workers, register, interceptors, security)
     addr = f"{config.host}:{port}"
     app.serve_at(addr)

@@ -20,6 +20,7 @@ from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+from staticmq_spark.protocol.pull_wire import PULL_METHOD, encode_pull_response
 from staticmq_spark.protocol.stage_wire import StageChunk, decode_stage_request
 from staticmq_spark.protocol.topic import TopicConfig
 
@@ -31,10 +32,10 @@ else:
 STAGE_ROWS_METHOD = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/StageRows"
 
 
-class RawStageRows(_ServerInterceptor):
-    """Hands StageRows its request undecoded: BrokerServicer.StageRows decodes it without
-    copying the rows (stage_wire.py), where protobuf would copy them twice (into the message,
-    then out of it)."""
+class RawBatches(_ServerInterceptor):
+    """The two RPCs that carry message batches skip protobuf for them: StageRows gets its request
+    undecoded (BrokerServicer.StageRows reads the rows in place, stage_wire.py) and Pull answers
+    with bytes it wrote itself (pull_wire.py), where protobuf would copy the rows twice each way."""
 
     def intercept_service(
         self,
@@ -42,11 +43,17 @@ class RawStageRows(_ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None or handler_call_details.method != STAGE_ROWS_METHOD:
+        if handler is None or handler.unary_unary is None:
             return handler
-        return grpc.unary_unary_rpc_method_handler(
-            handler.unary_unary, request_deserializer=None, response_serializer=handler.response_serializer
-        )
+        if handler_call_details.method == STAGE_ROWS_METHOD:
+            return grpc.unary_unary_rpc_method_handler(
+                handler.unary_unary, request_deserializer=None, response_serializer=handler.response_serializer
+            )
+        if handler_call_details.method == PULL_METHOD:
+            return grpc.unary_unary_rpc_method_handler(
+                handler.unary_unary, request_deserializer=handler.request_deserializer, response_serializer=None
+            )
+        return handler
 
 
 class BrokerServicer(pb_grpc.BrokerServicer):
@@ -64,9 +71,10 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         return encode_send(out, self.app.name)
 
     @rpc_method
-    def Pull(self, request: pb.PullRequest, context: grpc.ServicerContext) -> pb.PullResponse:
+    def Pull(self, request: pb.PullRequest, context: grpc.ServicerContext) -> bytes:  # type: ignore[override]
+        """Answers serialized bytes (the server has RawBatches): see encode_pull_bytes."""
         query = decode_pull(request)
-        return encode_pull(self.queues.route(request.topic, request.physical).pull(query))
+        return encode_pull_bytes(self.queues.route(request.topic, request.physical).pull(query))
 
     @rpc_method
     def GetTopicOffsets(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.TopicOffsetsResponse:
@@ -161,7 +169,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @rpc_method
     def StageRows(self, request: bytes | pb.StageRequest, context: grpc.ServicerContext) -> pb.StageResponse:
-        """`request` arrives undecoded (bytes) when the server has RawStageRows."""
+        """`request` arrives undecoded (bytes) when the server has RawBatches."""
         if isinstance(request, bytes):
             self.sink.stage(decode_stage_request(request))
         else:
@@ -245,6 +253,17 @@ def encode_offsets(info: QueueOffsetInfo) -> pb.QueueOffsets:
 
 
 def encode_pull(out: PullOutcome) -> pb.PullResponse:
+    answer = _pull_head(out)
+    answer.batch.data, answer.batch.sizes = out.data, out.sizes
+    return answer
+
+
+def encode_pull_bytes(out: PullOutcome) -> bytes:
+    """The serialized answer, its rows copied once (pull_wire.encode_pull_response)."""
+    return encode_pull_response(_pull_head(out), out.data, out.sizes)
+
+
+def _pull_head(out: PullOutcome) -> pb.PullResponse:
     return pb.PullResponse(
         status=pb.PullStatus.ValueType(out.status),  # the wire number is the PullStatus value
         next_offset=out.next_offset,
@@ -252,7 +271,6 @@ def encode_pull(out: PullOutcome) -> pb.PullResponse:
         max_offset=out.max_offset,
         base_offset=out.base_offset,
         offset_delta=out.offset_delta,
-        batch=pb.MessageBatch(data=out.data, sizes=out.sizes),
         store_timestamps=out.store_timestamps,
         bname=out.bname,
         physical_queue_id=out.physical_queue_id,

@@ -20,6 +20,7 @@ from staticmq_spark.errors import StaticMQError
 from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 from staticmq_spark.protocol.grpc_errors import translate
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.pull_wire import decode_pull_response
 
 log = logging.getLogger(__name__)
 PULL_TIMEOUT_S = 30.0
@@ -34,7 +35,7 @@ class StaticMQAccess:
         self._consumers: dict[str, PullConsumer] = {}
         self._addrs: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._ahead: dict[tuple[str, str, int, int], grpc.Future[pb.PullResponse]] = {}
+        self._ahead: dict[tuple[str, str, int, int], grpc.Future[bytes]] = {}
 
     def _consumer(self, group: str = "") -> PullConsumer:
         consumer = self._consumers.get(group)
@@ -88,7 +89,7 @@ class StaticMQAccess:
             ahead = self._ahead.pop((topic, bname, queue, offset), None)
         target = self._addr(bname, addr, refresh=False)
 
-        def attempt(n: int) -> pb.PullResponse:
+        def attempt(n: int) -> bytes:
             nonlocal target
             if n == 0 and ahead is not None:
                 try:
@@ -96,19 +97,25 @@ class StaticMQAccess:
                 except grpc.RpcError as exc:
                     raise translate(exc, bname) from None
             target = self._addr(bname, addr, refresh=n > 0)
-            return invoke(bname, self.admin.channels.broker(target).Pull, request, PULL_TIMEOUT_S, wait_for_ready=False)
+            return invoke(bname, self.admin.channels.raw_pull(target), request, PULL_TIMEOUT_S, wait_for_ready=False)
 
-        resp = retry_read(f"reading {topic} queue {queue} on {bname}", retry_timeout_s, attempt)
+        raw = retry_read(f"reading {topic} queue {queue} on {bname}", retry_timeout_s, attempt)
+        resp, data, sizes = decode_pull_response(raw)
         if resp.status == pb.FOUND and until is not None and offset < resp.next_offset < until:
             count = min(max_messages, until - resp.next_offset)
             self._pull_ahead(target, topic, bname, queue, resp.next_offset, count)
-        return _physical_read(resp, include_properties)
+        status = PullStatus(resp.status)
+        if status is not PullStatus.FOUND:
+            return PhysicalRead(status, resp.next_offset, None)
+        return PhysicalRead(
+            status, resp.next_offset, packed_columns(resp, properties=include_properties, batch=(data, sizes))
+        )
 
     def _pull_ahead(self, target: str, topic: str, bname: str, queue: int, offset: int, count: int) -> None:
         """Ask for the next range of a planned read now: the broker reads it while this answer is
         decoded (one request in flight per queue being read)."""
         request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=count, physical=True)
-        future = self.admin.channels.broker(target).Pull.future(request, timeout=PULL_TIMEOUT_S, wait_for_ready=False)
+        future = self.admin.channels.raw_pull(target).future(request, timeout=PULL_TIMEOUT_S, wait_for_ready=False)
         with self._lock:
             if len(self._ahead) >= 64:  # reads abandoned half-way (a failed task) leave entries
                 for stale in self._ahead.values():
@@ -124,10 +131,3 @@ class StaticMQAccess:
         for consumer in self._consumers.values():
             consumer.close()
         self.admin.close()
-
-
-def _physical_read(resp: pb.PullResponse, include_properties: bool) -> PhysicalRead:
-    status = PullStatus(resp.status)
-    if status is not PullStatus.FOUND:
-        return PhysicalRead(status, resp.next_offset, None)
-    return PhysicalRead(status, resp.next_offset, packed_columns(resp, properties=include_properties))

@@ -29,9 +29,16 @@ class MessageColumns:
         return int(self.columns.num_rows)
 
 
-def packed_columns(response: pb.PullResponse, *, properties: bool = True) -> MessageColumns:
-    """A broker_stub pull answer's packed rows as columns (vectorized decode, no row loop)."""
-    packed = PackedBatch.from_wire(response.batch.data, response.batch.sizes)
+def packed_columns(
+    response: pb.PullResponse,
+    *,
+    properties: bool = True,
+    batch: tuple[bytes | memoryview, bytes | memoryview] | None = None,
+) -> MessageColumns:
+    """A broker_stub pull answer's packed rows as columns (vectorized decode, no row loop).
+    `batch`: the rows as (data, sizes) when they were read apart from `response` (pull_wire)."""
+    data, sizes = batch if batch is not None else (response.batch.data, response.batch.sizes)
+    packed = PackedBatch.from_wire(data, sizes)
     n = packed.count
     return MessageColumns(
         decode_batch(packed, properties=properties),

@@ -14,7 +14,9 @@ import grpc
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.protocol.auth import Credentials, credentials_of
 from staticmq_spark.protocol.pb import consume_pb2_grpc
+from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+from staticmq_spark.protocol.pull_wire import PULL_METHOD
 
 MAX_MESSAGE_BYTES = 64 << 20
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
@@ -102,6 +104,7 @@ class Channels:
         self._brokers: dict[str, pb_grpc.BrokerStub] = {}
         self._namesrvs: dict[str, pb_grpc.NameServerStub] = {}
         self._consume: dict[str, consume_pb2_grpc.ConsumeServiceStub] = {}
+        self._raw_pulls: dict[str, grpc.UnaryUnaryMultiCallable[pb.PullRequest, bytes]] = {}
 
     def channel(self, addr: str) -> grpc.Channel:
         ch = self._channels.get(addr)
@@ -128,6 +131,16 @@ class Channels:
             self._consume[addr] = stub
         return stub
 
+    def raw_pull(self, addr: str) -> grpc.UnaryUnaryMultiCallable[pb.PullRequest, bytes]:
+        """The broker's Pull answering serialized bytes (read with pull_wire.decode_pull_response,
+        which leaves the rows where they arrived)."""
+        call = self._raw_pulls.get(addr)
+        if call is None:
+            call = self._raw_pulls[addr] = self.channel(addr).unary_unary(
+                PULL_METHOD, request_serializer=pb.PullRequest.SerializeToString, response_deserializer=None
+            )
+        return call
+
     def namesrv(self, addr: str) -> pb_grpc.NameServerStub:
         stub = self._namesrvs.get(addr)
         if stub is None:
@@ -143,3 +156,4 @@ class Channels:
             self._brokers.clear()
             self._namesrvs.clear()
             self._consume.clear()
+            self._raw_pulls.clear()
