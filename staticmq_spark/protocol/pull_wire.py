@@ -10,7 +10,7 @@ plain `pb.PullResponse` serialization.
 from __future__ import annotations
 
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.raw_fields import LEN, field_head, fields
+from staticmq_spark.protocol.raw_fields import field_head, split_batch
 
 _BATCH_FIELD = pb.PullResponse.DESCRIPTOR.fields_by_name["batch"].number
 _DATA_FIELD = pb.MessageBatch.DESCRIPTOR.fields_by_name["data"].number
@@ -32,17 +32,5 @@ def encode_pull_response(head: pb.PullResponse, data: bytes | memoryview, sizes:
 def decode_pull_response(raw: bytes) -> tuple[pb.PullResponse, memoryview, memoryview]:
     """A serialized PullResponse as (its other fields, the batch's data, the batch's sizes): the
     batch stays in `raw` (views, no copy)."""
-    view = memoryview(raw)
-    head_parts: list[memoryview] = []
-    data: memoryview = view[:0]
-    sizes: memoryview = view[:0]
-    for number, wire_type, start, value_start, end in fields(view, 0, len(view), "PullResponse"):
-        if number == _BATCH_FIELD and wire_type == LEN:
-            for inner, inner_type, _, lo, hi in fields(view, value_start, end, "PullResponse"):
-                if inner == _DATA_FIELD and inner_type == LEN:
-                    data = view[lo:hi]
-                elif inner == _SIZES_FIELD and inner_type == LEN:
-                    sizes = view[lo:hi]
-        else:
-            head_parts.append(view[start:end])
-    return pb.PullResponse.FromString(b"".join(head_parts)), data, sizes
+    head, data, sizes = split_batch(raw, _BATCH_FIELD, _DATA_FIELD, _SIZES_FIELD, "PullResponse")
+    return pb.PullResponse.FromString(head), data, sizes

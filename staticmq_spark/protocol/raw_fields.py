@@ -59,3 +59,24 @@ def read_varint(view: memoryview, pos: int, end: int, what: str = "message") -> 
             return value, pos
         shift += 7
     raise InvalidArgumentError(f"malformed {what}: truncated or overlong varint before byte {pos}")
+
+
+def split_batch(
+    raw: bytes, batch_field: int, data_field: int, sizes_field: int, what: str
+) -> tuple[bytes, memoryview, memoryview]:
+    """An encoded message with one MessageBatch field, as (the other fields re-encoded, the batch's
+    data, the batch's sizes): the batch stays in `raw` (views, no copy)."""
+    view = memoryview(raw)
+    head_parts: list[memoryview] = []
+    data: memoryview = view[:0]
+    sizes: memoryview = view[:0]
+    for number, wire_type, start, value_start, end in fields(view, 0, len(view), what):
+        if number == batch_field and wire_type == LEN:
+            for inner, inner_type, _, lo, hi in fields(view, value_start, end, what):
+                if inner == data_field and inner_type == LEN:
+                    data = view[lo:hi]
+                elif inner == sizes_field and inner_type == LEN:
+                    sizes = view[lo:hi]
+        else:
+            head_parts.append(view[start:end])
+    return b"".join(head_parts), data, sizes

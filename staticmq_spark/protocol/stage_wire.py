@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.raw_fields import LEN, field_head, fields
+from staticmq_spark.protocol.raw_fields import field_head, split_batch
 
 _ROWS_FIELD = pb.StageRequest.DESCRIPTOR.fields_by_name["rows"].number
 _DATA_FIELD = pb.MessageBatch.DESCRIPTOR.fields_by_name["data"].number
@@ -55,21 +55,9 @@ def encode_stage_request(head: pb.StageRequest, data: list[pa.Buffer], sizes: In
 
 def decode_stage_request(raw: bytes) -> StageChunk:
     """A serialized StageRequest, its rows left in `raw` (views, no copy)."""
-    view = memoryview(raw)
-    head_parts: list[memoryview] = []
-    data: memoryview = view[:0]
-    sizes: memoryview = view[:0]
-    for number, wire_type, start, value_start, end in fields(view, 0, len(view), "StageRequest"):
-        if number == _ROWS_FIELD and wire_type == LEN:
-            for inner, inner_type, _, lo, hi in fields(view, value_start, end, "StageRequest"):
-                if inner == _DATA_FIELD and inner_type == LEN:
-                    data = view[lo:hi]
-                elif inner == _SIZES_FIELD and inner_type == LEN:
-                    sizes = view[lo:hi]
-        else:
-            head_parts.append(view[start:end])
+    head_bytes, data, sizes = split_batch(raw, _ROWS_FIELD, _DATA_FIELD, _SIZES_FIELD, "StageRequest")
     try:
-        head = pb.StageRequest.FromString(b"".join(head_parts))
+        head = pb.StageRequest.FromString(head_bytes)
     except DecodeError as exc:
         raise InvalidArgumentError(f"malformed StageRequest: {exc}") from None
     return StageChunk(head, data, sizes)
