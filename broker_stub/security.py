@@ -11,7 +11,7 @@ import grpc
 
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.protocol.acl import Acl, load_acl
-from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.auth import Credentials, credentials_from_keys
 from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 
 
@@ -44,12 +44,10 @@ def server_security(
     server's own certificate (a self-signed certificate shared by the cluster)."""
     if bool(tls_cert) != bool(tls_key):
         raise InvalidOptionError("--tls-cert and --tls-key go together: give both or neither")
-    if bool(access_key) != bool(secret_key):
-        raise InvalidOptionError("--access-key and --secret-key go together: give both or neither")
     acl = load_acl(acl_file) if acl_file else None
     cert = _pem(tls_cert, "--tls-cert", b"CERTIFICATE") if tls_cert else None
     key = _pem(tls_key, "--tls-key", b"PRIVATE KEY") if tls_key else None
-    credentials = Credentials(access_key, secret_key) if access_key else None
+    credentials = credentials_from_keys(access_key, secret_key, "--access-key and --secret-key")
     if credentials is None and acl is not None:
         admin = acl.first_admin()
         if admin is None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.auth import credentials_from_keys
 from staticmq_spark.protocol.channels import ClientSecurity
 
 SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})  # keys Spark itself may add
@@ -152,8 +152,6 @@ SECURITY_OPTIONS = (
 
 def client_security(opts: ParsedOptions) -> ClientSecurity:
     """`accessKey`/`secretKey`/`tlsCaFile` as the ClientSecurity every connection of the query uses."""
-    access_key, secret_key = opts.text("accessKey"), opts.text("secretKey")
-    if bool(access_key) != bool(secret_key):
-        raise InvalidOptionError("options 'accessKey' and 'secretKey' go together: give both or neither")
-    credentials = Credentials(access_key, secret_key) if access_key else None
+    names = "options 'accessKey' and 'secretKey'"
+    credentials = credentials_from_keys(opts.text("accessKey"), opts.text("secretKey"), names)
     return ClientSecurity(credentials, opts.text("tlsCaFile") or None)

@@ -9,9 +9,8 @@ from collections.abc import Callable
 
 import grpc
 
-from staticmq_spark.protocol.channels import PLAIN, ClientSecurity, open_channel, split_addresses
+from staticmq_spark.protocol.channels import PLAIN, Channels, ClientSecurity, split_addresses
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ class Registration:
         self._build = build_request
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._channels = {a: open_channel(a, security) for a in self._addrs}
+        self._channels = Channels(security)
         self._thread = threading.Thread(target=self._run, name="namesrv-heartbeat", daemon=True)
         self._failing: set[str] = set()
 
@@ -47,9 +46,9 @@ class Registration:
 
     def heartbeat_once(self) -> None:
         request = self._build()
-        for addr, channel in self._channels.items():
+        for addr in self._addrs:
             try:
-                pb_grpc.NameServerStub(channel).RegisterBroker(request, timeout=5)
+                self._channels.namesrv(addr).RegisterBroker(request, timeout=5)
                 if addr in self._failing:
                     log.info("name server %s reachable again", addr)
                     self._failing.discard(addr)
@@ -63,10 +62,11 @@ class Registration:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
-        for channel in self._channels.values():
-            if unregister_name:
-                try:
-                    pb_grpc.NameServerStub(channel).UnregisterBroker(pb.BrokerName(name=unregister_name), timeout=2)
-                except grpc.RpcError:
-                    pass
-            channel.close()
+        for addr in self._addrs:
+            if not unregister_name:
+                break
+            try:
+                self._channels.namesrv(addr).UnregisterBroker(pb.BrokerName(name=unregister_name), timeout=2)
+            except grpc.RpcError:
+                pass  # the name server expires a broker that stops heartbeating anyway
+        self._channels.close()

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.protocol.auth import credentials_from_keys
 
 ENV = "NAMESRV_ADDR"
 
@@ -51,11 +51,10 @@ def add_client_security(p: argparse.ArgumentParser) -> None:
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `credentials=` / `tls_ca=` keywords of a client object, from the command line."""
-    if bool(args.access_key) != bool(args.secret_key):
-        raise InvalidOptionError("--access-key and --secret-key go together: give both or neither")
+    credentials = credentials_from_keys(args.access_key, args.secret_key, "--access-key and --secret-key")
     out: dict[str, Any] = {}
-    if args.access_key:
-        out["credentials"] = (args.access_key, args.secret_key)
+    if credentials is not None:
+        out["credentials"] = credentials
     if args.tls_ca:
         out["tls_ca"] = args.tls_ca
     return out

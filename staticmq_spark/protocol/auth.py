@@ -62,6 +62,14 @@ def credentials_of(value: Credentials | tuple[str, str] | None) -> Credentials |
     raise InvalidOptionError(f"credentials must be an (access_key, secret_key) pair, got {type(value).__name__}")
 
 
+def credentials_from_keys(access_key: str, secret_key: str, names: str) -> Credentials | None:
+    """Credentials from an access key and a secret key given as `names` (e.g. "--access-key and
+    --secret-key"): both or neither (None)."""
+    if bool(access_key) != bool(secret_key):
+        raise InvalidOptionError(f"{names} go together: give both or neither")
+    return Credentials(access_key, secret_key) if access_key else None
+
+
 def format_time(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).strftime(_TIME_FORMAT)
 

@@ -85,13 +85,15 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.info("staticmq source %s starts at %s", self.opts.subscription, self._initial)
         return offset_json.to_json(self._initial)
 
-    def _begin(self, snaps: Snapshots, offsets: dict[str, Any]) -> Offsets:
-        """Where each subscribed topic continues from `offsets`: a topic they do not name yet (one
-        that matched topicPattern since) starts at its earliest offset; offsets that went back are
-        handled per failOnDataLoss."""
+    def _begin(self, snaps: Snapshots, offsets: dict[str, Any], carried: Offsets | None = None) -> Offsets:
+        """Where each subscribed topic continues from `offsets` (or from `carried`, batch 0's start
+        as first planned): a topic they do not name yet (one that matched topicPattern since)
+        starts at its earliest offset; offsets that went back are handled per failOnDataLoss."""
         begin: Offsets = {}
         for topic, snap in snaps.items():
-            if topic in offsets:
+            if carried is not None and topic in carried:
+                begin[topic] = check_went_back(snap, carried[topic], self.opts.fail_on_data_loss)
+            elif topic in offsets:
                 given = offset_json.from_json(offsets, topic, snap.total_queues)
                 begin[topic] = check_went_back(snap, given, self.opts.fail_on_data_loss)
             else:
@@ -102,7 +104,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         snaps = self._snapshots(offset_json.topics_of(start))
         begin = self._begin(snaps, start)
-        latest = {t: {q: max(o, snaps[t].latest()[q]) for q, o in per.items()} for t, per in begin.items()}
+        latest = {t: _at_least(per, snaps[t].latest()) for t, per in begin.items()}
         self._latest = latest
         if self._target is not None:
             latest = {
@@ -128,8 +130,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Messages between each queue's planned end and its latest offset (remap jumps hold none)."""
         lag: Offsets = {}
         for topic, per_queue in consumed.items():
-            latest = {q: max(o, snaps[topic].latest()[q]) for q, o in per_queue.items()}
-            segments = snaps[topic].segments(per_queue, latest)
+            segments = snaps[topic].segments(per_queue, _at_least(per_queue, snaps[topic].latest()))
             lag[topic] = {q: count_rows(segments[q]) for q in per_queue}
         return lag
 
@@ -183,14 +184,11 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             topics = offset_json.topics_of(end)
             access = self._cluster()
             snaps = {t: take_snapshot(access, t) for t in topics}
-            begin = self._begin(snaps, start)
-            carried = offset_json.initial_of(end, topics)  # batch 0 replayed: its start as first planned
-            begin.update({t: per_queue for t, per_queue in (carried or {}).items() if t in begin})
+            begin = self._begin(snaps, start, carried=offset_json.initial_of(end, topics))
             parts: list[QueuePartition] = []
             for topic in topics:
                 ends = offset_json.from_json(end, topic, snaps[topic].total_queues)
-                starts = check_went_back(snaps[topic], begin[topic], self.opts.fail_on_data_loss)
-                parts += plan_partitions(snaps[topic], starts, ends, settings_of(self.opts))
+                parts += plan_partitions(snaps[topic], begin[topic], ends, settings_of(self.opts))
             return parts
 
         parts = with_retries("planning a micro-batch", plan, self._timeout_s)
@@ -222,3 +220,8 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._access is not None:
             self._access.close()
         self._access = None
+
+
+def _at_least(offsets: dict[int, int], latest: dict[int, int]) -> dict[int, int]:
+    """Each queue's latest offset, never below where the query already is."""
+    return {q: max(o, latest[q]) for q, o in offsets.items()}

@@ -28,7 +28,8 @@ class Subscription:
         with a pattern, one that is gone fails the query (failOnDataLoss) or is dropped."""
         if self.opts.topics:
             return {t: take_snapshot(access, t) for t in self.opts.topics}
-        names = {t for t in access.topic_names() if self.opts.subscribes(t)} | set(known)
+        known = set(known)
+        names = {t for t in access.topic_names() if self.opts.subscribes(t)} | known
         out: Snapshots = {}
         now = time.monotonic()
         for topic in sorted(names):
@@ -37,7 +38,7 @@ class Subscription:
             try:
                 out[topic] = take_snapshot(access, topic)
             except (TopicNotFoundError, InvalidOptionError) as exc:
-                if topic in set(known):
+                if topic in known:
                     self._gone(topic, exc)
                 else:
                     log.info("topicPattern %r matches %r, which is skipped: %s", self.opts.pattern, topic, exc)
