@@ -76,3 +76,31 @@ def test_remap_interrupted_by_sigkill_is_detected_and_repaired(local_cluster, un
     assert not missing, f"acknowledged messages lost: {missing[:5]}"
     order = [position[b] for b in acked]
     assert order == sorted(order), "acknowledged messages must be read in the order they were sent"
+
+
+def test_read_ahead_lost_to_a_broker_kill_is_read_again_after_restart(local_cluster, unique_topic) -> None:
+    """A planned read asks for its next range before the current one is decoded; when the broker
+    dies with that request outstanding, the next read retries it and gets the same messages."""
+    from staticmq_spark.cluster import open_cluster
+    from staticmq_spark.cluster.status import PullStatus
+
+    c = local_cluster(brokers=1, flush="sync")
+    topic = unique_topic("ahead")
+    bodies = [f"m{i}".encode() for i in range(3000)]
+    with Admin(c.namesrv) as admin, Producer(c.namesrv, active_detection=False) as producer:
+        admin.update_static_topic(topic, 1, brokers=["broker-0"])
+        wait_until(lambda: producer.routes.get(topic, refresh=True).is_static, 30, message="a static route")
+        for i in range(0, len(bodies), 500):
+            producer.send_batch(topic, bodies[i : i + 500], queue=0)
+    access = open_cluster(c.namesrv)
+    try:
+        addr = c.broker_addr("broker-0")
+        first = access.pull_physical(topic, "broker-0", addr, 0, 0, 1000, 30.0, until=3000)
+        assert first.status is PullStatus.FOUND and first.next_offset == 1000
+        c.restart_broker("broker-0")  # kill -9: the read-ahead of [1000, 2000) is lost or answered
+        second = access.pull_physical(topic, "broker-0", addr, 0, 1000, 1000, 30.0, until=3000)
+        third = access.pull_physical(topic, "broker-0", c.broker_addr("broker-0"), 0, 2000, 1000, 30.0, until=3000)
+    finally:
+        access.close()
+    got = [b for read in (first, second, third) for b in read.messages.columns.column("body").to_pylist()]
+    assert got == bodies
