@@ -17,7 +17,7 @@ from pyspark.testing import assertDataFrameEqual
 from staticmq_spark import configure_spark
 from staticmq_spark.client import Admin
 from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentMerge, table_version
-from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
+from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, SNAPSHOT_PARTITIONS, delta_jars
 from tests.spark.helpers import (
     BackgroundProducer,
     by_queue,
@@ -48,6 +48,25 @@ def test_configure_spark_keeps_jars_the_caller_set() -> None:
     builder = SparkSession.builder.config("spark.jars", "/opt/extra.jar")
     configured = configure_spark(builder, delta=True)
     assert configured._options["spark.jars"].startswith("/opt/extra.jar,")
+
+
+@pytest.mark.parametrize(
+    ("master", "expected"),
+    [("local[2]", "2"), ("local", "1"), ("local[3,2]", "3"), ("local[*]", str(os.cpu_count() or 1))],
+)
+def test_configure_spark_sizes_delta_snapshot_partitions_to_local_cores(master: str, expected: str) -> None:
+    configured = configure_spark(SparkSession.builder.master(master), delta=True)
+    assert configured._options[SNAPSHOT_PARTITIONS] == expected
+
+
+@pytest.mark.parametrize("master", ["spark://host:7077", "yarn", "local-cluster[2,1,1024]"])
+def test_configure_spark_leaves_delta_snapshot_partitions_alone_on_clusters(master: str) -> None:
+    assert SNAPSHOT_PARTITIONS not in configure_spark(SparkSession.builder.master(master), delta=True)._options
+
+
+def test_configure_spark_keeps_the_snapshot_partitions_the_caller_set() -> None:
+    builder = SparkSession.builder.master("local[2]").config(SNAPSHOT_PARTITIONS, "7")
+    assert configure_spark(builder, delta=True)._options[SNAPSHOT_PARTITIONS] == "7"
 
 
 def test_bronze_keeps_every_message_exactly_once_through_a_driver_kill_and_a_remap(
