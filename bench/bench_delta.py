@@ -75,7 +75,7 @@ class Bench:
         rows.repartition(queues * batches).write.parquet(f"{tmp}/files-split")
         self.schema = spark.read.parquet(f"{tmp}/files").schema
 
-    def start(self, side: str, split: bool) -> tuple[Any, str]:
+    def writer(self, side: str, split: bool) -> tuple[Any, str]:
         self.runs += 1
         out = f"{self.tmp}/run{self.runs}-{side}"
         if side == "staticmq":
@@ -99,7 +99,7 @@ class Bench:
             raise RuntimeError(f"{table} holds {rows:,} rows, expected {self.messages:,}")
 
     def one_query(self, side: str) -> dict[str, Any]:
-        writer, out = self.start(side, split=False)
+        writer, out = self.writer(side, split=False)
         before = cpu_sample()
         t0 = time.perf_counter()
         query = writer.start(out)
@@ -111,7 +111,7 @@ class Bench:
         return {"seconds": elapsed, "rows_per_s": self.messages / elapsed, "cpu_s": cpu}
 
     def running_query(self, side: str) -> dict[str, Any]:
-        writer, out = self.start(side, split=True)
+        writer, out = self.writer(side, split=True)
         query = writer.start(out)
         query.awaitTermination()
         self.landed(query, out)

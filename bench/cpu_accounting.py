@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator
 
+JVM_MAIN = "org.apache.spark.deploy.SparkSubmit"  # the Spark driver JVM's main class, in its command line
 STREAMING_SOURCE_PROCESS = "python_streaming_source_runner"  # pyspark's per-query driver-side process
 Sample = dict[tuple[str, str], float]  # (pid or pid/tid, group) -> CPU seconds so far
 
@@ -37,6 +39,19 @@ def _stat_fields(path: str) -> tuple[str, list[str]] | None:
     return text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
 
 
+def _processes() -> Iterator[tuple[str, str, list[str]]]:
+    """(pid, command line with spaces, fields of /proc/pid/stat after the name) of every process."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        stat = _stat_fields(f"/proc/{pid}/stat")
+        try:
+            with open(f"/proc/{pid}/cmdline") as f:
+                cmdline = f.read().replace("\0", " ")
+        except OSError:
+            continue
+        if stat is not None:
+            yield pid, cmdline, stat[1]
+
+
 def _group(cmdline: str) -> str | None:
     if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline:
         return "python workers"
@@ -51,27 +66,18 @@ def cpu_sample() -> Sample:
     """CPU seconds (user + system) of every process and JVM thread of interest, now."""
     tick = os.sysconf("SC_CLK_TCK")
     sample: Sample = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline") as f:
-                cmdline = f.read().replace("\0", " ")
-        except OSError:
-            continue
-        if "org.apache.spark.deploy.SparkSubmit" in cmdline:
-            _jvm(pid, tick, sample)
+    for pid, cmdline, fields in _processes():
+        if JVM_MAIN in cmdline:
+            _jvm(pid, fields, tick, sample)
             continue
         group = _group(cmdline)
-        stat = _stat_fields(f"/proc/{pid}/stat")
-        if group is None or stat is None:
-            continue
-        sample[(pid, group)] = (int(stat[1][11]) + int(stat[1][12])) / tick
+        if group is not None:
+            sample[(pid, group)] = (int(fields[11]) + int(fields[12])) / tick
     return sample
 
 
-def _jvm(pid: str, tick: int, sample: Sample) -> None:
-    stat = _stat_fields(f"/proc/{pid}/stat")
-    if stat is not None:  # children the JVM reaped: cutime + cstime
-        sample[(pid, "jvm children")] = (int(stat[1][13]) + int(stat[1][14])) / tick
+def _jvm(pid: str, fields: list[str], tick: int, sample: Sample) -> None:
+    sample[(pid, "jvm children")] = (int(fields[13]) + int(fields[14])) / tick  # reaped: cutime + cstime
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -80,9 +86,9 @@ def _jvm(pid: str, tick: int, sample: Sample) -> None:
         thread = _stat_fields(f"/proc/{pid}/task/{tid}/stat")
         if thread is None:
             continue
-        name, fields = thread
+        name, thread_fields = thread
         group = next((g for prefix, g in JVM_THREAD_GROUPS if name.startswith(prefix)), "jvm other")
-        sample[(f"{pid}/{tid}", group)] = (int(fields[11]) + int(fields[12])) / tick
+        sample[(f"{pid}/{tid}", group)] = (int(thread_fields[11]) + int(thread_fields[12])) / tick
 
 
 def cpu_spent(before: Sample, after: Sample) -> dict[str, float]:
@@ -95,18 +101,9 @@ def cpu_spent(before: Sample, after: Sample) -> dict[str, float]:
 
 def _pending(cmdline_part: str) -> bool:
     """A child of the Spark JVM runs `cmdline_part`, or is exiting (empty command line) unreaped."""
-    procs: dict[str, tuple[str, str]] = {}  # pid -> (parent pid, command line)
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        stat = _stat_fields(f"/proc/{pid}/stat")
-        try:
-            with open(f"/proc/{pid}/cmdline") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if stat is not None:
-            procs[pid] = (stat[1][1], cmdline)
-    jvms = {pid for pid, (_, cmdline) in procs.items() if "org.apache.spark.deploy.SparkSubmit" in cmdline}
-    return any(ppid in jvms and (cmdline_part in cmdline or not cmdline) for ppid, cmdline in procs.values())
+    procs = [(pid, cmdline, fields[1]) for pid, cmdline, fields in _processes()]
+    jvms = {pid for pid, cmdline, _ in procs if JVM_MAIN in cmdline}
+    return any(ppid in jvms and (cmdline_part in cmdline or not cmdline) for _, cmdline, ppid in procs)
 
 
 def wait_reaped(cmdline_part: str, timeout_s: float = 5.0) -> None:

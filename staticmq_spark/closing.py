@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Self
 
 
-class Closeable:
-    def close(self) -> None:
-        raise NotImplementedError
+class Closeable(ABC):
+    @abstractmethod
+    def close(self) -> None: ...
 
     def __enter__(self) -> Self:
         return self

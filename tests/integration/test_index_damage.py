@@ -14,6 +14,19 @@ from staticmq_spark.testing import LocalCluster
 from tests.static_helpers import read_queue
 
 
+def _stored_index(data: Path, topic: str, sent: list[bytes]) -> Path:
+    """`sent` stored in a one-queue `topic` by a one-broker cluster in `data` (stopped again), in
+    batches of 100; the path of that queue's first consume-queue (index) file."""
+    with LocalCluster(brokers=1, data_dir=data) as cluster:
+        with Admin(cluster.namesrv) as admin:
+            admin.update_topic(topic, cluster=cluster.cluster_name, read_queues=1, write_queues=1)
+        with Producer(cluster.namesrv, active_detection=False) as producer:
+            for start in range(0, len(sent), 100):
+                producer.send_batch(topic, sent[start : start + 100], queue=0)
+    files = sorted((data / "broker-0" / "store" / "consumequeue" / topic / "0").iterdir())
+    return next(f for f in files if f.suffix != ".json")
+
+
 def _overwrite_entries(path: Path) -> None:
     raw = bytearray(path.read_bytes())
     raw[24 * 100 : 24 * 110] = b"\xff" * (24 * 10)  # entries 100..109: negative positions and sizes
@@ -28,14 +41,7 @@ def _cut_file(path: Path) -> None:
 def test_a_damaged_index_is_rebuilt_from_the_commit_log(tmp_path: Path, damage: Callable[[Path], None]) -> None:
     data = tmp_path / "cluster"
     sent = [f"m{i:03d}".encode() for i in range(300)]
-    with LocalCluster(brokers=1, data_dir=data) as cluster:
-        with Admin(cluster.namesrv) as admin:
-            admin.update_topic("indexed", cluster=cluster.cluster_name, read_queues=1, write_queues=1)
-        with Producer(cluster.namesrv, active_detection=False) as producer:
-            for start in range(0, 300, 100):
-                producer.send_batch("indexed", sent[start : start + 100], queue=0)
-    files = sorted((data / "broker-0" / "store" / "consumequeue" / "indexed" / "0").iterdir())
-    damage(next(f for f in files if f.suffix != ".json"))
+    damage(_stored_index(data, "indexed", sent))
 
     with LocalCluster(brokers=1, data_dir=data) as cluster:
         with PullConsumer(cluster.namesrv) as consumer:
@@ -62,14 +68,7 @@ def test_an_index_entry_pointing_at_the_wrong_bytes_is_refused_then_rebuilt(tmp_
 
     data = tmp_path / "cluster"
     sent = [f"message-{i:04d}".encode() for i in range(300)]
-    with LocalCluster(brokers=1, data_dir=data) as cluster:
-        with Admin(cluster.namesrv) as admin:
-            admin.update_topic("shifted", cluster=cluster.cluster_name, read_queues=1, write_queues=1)
-        with Producer(cluster.namesrv, active_detection=False) as producer:
-            for start in range(0, 300, 100):
-                producer.send_batch("shifted", sent[start : start + 100], queue=0)
-    files = sorted((data / "broker-0" / "store" / "consumequeue" / "shifted" / "0").iterdir())
-    _shift_entry(next(f for f in files if f.suffix != ".json"), 150, by)
+    _shift_entry(_stored_index(data, "shifted", sent), 150, by)
 
     with LocalCluster(brokers=1, data_dir=data) as cluster, PullConsumer(cluster.namesrv) as consumer:
         assert consumer.pull("shifted", 0, 0, max_messages=100).status.name == "FOUND", "before it: served"

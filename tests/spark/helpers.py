@@ -53,6 +53,12 @@ def source(spark: SparkSession, namesrv: str, topic: str, **options: str) -> Dat
     return reader.load()
 
 
+def to_memory(df: DataFrame, name: str, checkpoint: Path, every: str) -> StreamingQuery:
+    """`df` streamed into the memory table `name` (query name too), a micro-batch `every` interval."""
+    writer = df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(checkpoint))
+    return writer.trigger(processingTime=every).start()
+
+
 def by_queue(rows: list) -> dict[int, list[bytes]]:  # type: ignore[type-arg]
     """Bodies per logic queue ordered by logic offset."""
     out: dict[int, list[tuple[int, bytes]]] = defaultdict(list)

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from staticmq_spark.client import Admin
 from staticmq_spark.testing import LocalCluster
-from tests.spark.helpers import by_queue, new_topic, produce, source, wait_until
+from tests.spark.helpers import by_queue, new_topic, produce, source, to_memory, wait_until
 
 pytestmark = pytest.mark.spark
 _runs = itertools.count()
@@ -51,14 +51,8 @@ def test_a_topic_pattern_picks_up_a_topic_created_while_the_query_runs(
     first = new_topic(cluster.namesrv, 2, prefix=prefix)
     new_topic(cluster.namesrv, 2, prefix=f"other{prefix}")  # does not match: never read
     produce(cluster.namesrv, first, 50)
-    query = (
-        source(spark, cluster.namesrv, "", topicPattern=f"{prefix}-.*", startingOffsets="earliest")
-        .writeStream.format("memory")
-        .queryName(prefix)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(processingTime="500 milliseconds")
-        .start()
-    )
+    df = source(spark, cluster.namesrv, "", topicPattern=f"{prefix}-.*", startingOffsets="earliest")
+    query = to_memory(df, prefix, tmp_path / "ck", "500 milliseconds")
     try:
         wait_until(lambda: spark.table(prefix).count() == 50, 120, "the first topic's 50 rows", query)
         second = new_topic(cluster.namesrv, 3, prefix=prefix)
@@ -77,14 +71,8 @@ def test_the_query_progress_shows_lag_per_logic_queue(
     topic = new_topic(cluster.namesrv, 2)
     produce(cluster.namesrv, topic, 400)
     name = f"lag{next(_runs)}"
-    query = (
-        source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
-        .writeStream.format("memory")
-        .queryName(name)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(processingTime="1 second")
-        .start()
-    )
+    df = source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
+    query = to_memory(df, name, tmp_path / "ck", "1 second")
     try:
         progress = wait_until(
             lambda: next((p for p in query.recentProgress if p["numInputRows"] == 100), None),
@@ -110,21 +98,8 @@ def test_a_topic_that_vanishes_from_a_pattern_fails_the_query_or_is_dropped(
     kept, doomed = new_topic(cluster.namesrv, 2, prefix=prefix), new_topic(cluster.namesrv, 2, prefix=prefix)
     produce(cluster.namesrv, kept, 20)
     produce(cluster.namesrv, doomed, 20, start=100)
-    query = (
-        source(
-            spark,
-            cluster.namesrv,
-            "",
-            topicPattern=f"{prefix}-.*",
-            startingOffsets="earliest",
-            failOnDataLoss=fail_on_data_loss,
-        )
-        .writeStream.format("memory")
-        .queryName(prefix)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(processingTime="500 milliseconds")
-        .start()
-    )
+    options = {"topicPattern": f"{prefix}-.*", "startingOffsets": "earliest", "failOnDataLoss": fail_on_data_loss}
+    query = to_memory(source(spark, cluster.namesrv, "", **options), prefix, tmp_path / "ck", "500 milliseconds")
     try:
         wait_until(lambda: spark.table(prefix).count() == 40, 120, "both topics' rows", query)
         with Admin(cluster.namesrv) as admin:
