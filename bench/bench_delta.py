@@ -54,7 +54,7 @@ def produce(namesrv: str, messages: int, queues: int) -> None:
     with Admin(namesrv) as admin, Producer(namesrv, active_detection=False) as producer:
         admin.update_static_topic(TOPIC, queues, cluster="DefaultCluster")
         deadline = time.monotonic() + 30
-        while not producer.routes.get(TOPIC, refresh=True).is_static:
+        while not producer.topic_is_static(TOPIC):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no route for {TOPIC}")
             time.sleep(0.05)

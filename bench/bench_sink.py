@@ -79,7 +79,7 @@ class Topics:
         with Admin(self.namesrv) as admin, Producer(self.namesrv, active_detection=False) as producer:
             admin.update_static_topic(topic, QUEUES, cluster="DefaultCluster")
             deadline = time.monotonic() + 30
-            while not producer.routes.get(topic, refresh=True).is_static:  # wait for the name server
+            while not producer.topic_is_static(topic):  # wait for the name server
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no route for {topic}")
                 time.sleep(0.05)

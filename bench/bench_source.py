@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from
 from harness import log
 from harness import spark_session as harness_session
 
+from staticmq_spark.backends import open_backend
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.cluster import open_cluster
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.planner import plan_partitions, settings_of
@@ -113,7 +113,7 @@ def produce(namesrv: str, messages: int, queues: int) -> None:
     with Admin(namesrv) as admin, Producer(namesrv, active_detection=False) as producer:
         admin.update_static_topic(TOPIC, queues, cluster="DefaultCluster")
         deadline = time.monotonic() + 30
-        while not producer.routes.get(TOPIC, refresh=True).is_static:  # wait for the name server
+        while not producer.topic_is_static(TOPIC):  # wait for the name server
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no route for {TOPIC}")
             time.sleep(0.05)
@@ -126,7 +126,7 @@ def produce(namesrv: str, messages: int, queues: int) -> None:
 def prebuild(namesrv: str, path: str) -> list[int]:
     """Plan and read the whole topic with the source's own code; one Arrow IPC file per partition."""
     opts = parse_source_options({"namesrv": namesrv, "topic": TOPIC, "startingOffsets": "earliest"}, streaming=True)
-    access = open_cluster(namesrv)
+    access = open_backend(namesrv).reader()
     try:
         snap = take_snapshot(access, TOPIC)
     finally:

@@ -69,7 +69,7 @@ def wait_leader(admin: Admin, producer: Producer, topic: str, bname: str) -> Non
         if time.monotonic() > deadline:
             raise TimeoutError(f"the route of {topic} never moved to {bname}")
         time.sleep(0.05)
-    producer.routes.get(topic, refresh=True)
+    producer.topic_is_static(topic)
 
 
 def send(producer: Producer, topic: str, bodies: list[bytes]) -> None:
@@ -120,7 +120,7 @@ def bench_pull(messages: int, repeat: int) -> dict[str, Any]:
                         admin.remapping_static_topic("remapped", brokers=[REMAPS[gen]])
                         wait_leader(admin, producer, "remapped", REMAPS[gen])
                 log(f"  produced 2 x {messages:,} messages (and 3 remaps) in {time.perf_counter() - t0:.1f} s")
-                chain = admin.static.status("remapped")[0].chains[0]
+                chain = admin.static_topic_status("remapped")[0].chains[0]
                 segments = [f"gen{i.gen}@{i.bname} from {i.logic_offset}" for i in chain]
                 log("  remapped topic: " + ", ".join(segments))
             rates: dict[str, list[float]] = {"plain": [], "remapped": []}

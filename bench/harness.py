@@ -38,11 +38,11 @@ def measure(label: str, setup: Runner, messages: int, repeat: int, width: int = 
 
 
 def wait_route(client: Any, topic: str) -> None:
-    """Wait until the name server routes a new topic (`client` has a RouteCache as `.routes`)."""
+    """Wait until the name server routes a new topic (`client`: a Producer)."""
     deadline = time.monotonic() + 30
     while True:
         try:
-            client.routes.get(topic, refresh=True)
+            client.topic_is_static(topic)
             return
         except TopicNotFoundError:
             if time.monotonic() > deadline:

@@ -1,4 +1,4 @@
-"""The one place where exceptions become gRPC statuses (servers) - see staticmq_spark.client.rpc
+"""The one place where exceptions become gRPC statuses (servers) - see staticmq_spark.backends.staticmq.rpc
 for the reverse."""
 
 from __future__ import annotations

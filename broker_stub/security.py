@@ -11,8 +11,7 @@ import grpc
 
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.protocol.acl import Acl, load_acl
-from staticmq_spark.protocol.auth import Credentials, credentials_from_keys
-from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
+from staticmq_spark.protocol.auth import PLAIN, ClientSecurity, Credentials, credentials_from_keys
 
 
 @dataclass(frozen=True)

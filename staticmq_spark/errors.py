@@ -6,7 +6,8 @@
     │   ├── InvalidBatchError
     │   ├── MessageTooLargeError
     │   ├── InvalidOffsetError
-    │   └── InvalidOptionError           a connector or CLI option that is unknown or malformed
+    │   ├── InvalidOptionError           a connector or CLI option that is unknown or malformed
+    │   └── UnsupportedOperationError    an operation the cluster's backend cannot do (names what can)
     ├── NotFoundError
     │   ├── TopicNotFoundError
     │   ├── QueueNotFoundError
@@ -74,6 +75,10 @@ class InvalidOffsetError(InvalidArgumentError):
 
 class InvalidOptionError(InvalidArgumentError):
     code = "INVALID_OPTION"
+
+
+class UnsupportedOperationError(InvalidArgumentError):
+    code = "UNSUPPORTED_OPERATION"
 
 
 class NotFoundError(StaticMQError):

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from staticmq_spark.cluster.address import parse_address
+from staticmq_spark.backends.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.protocol.auth import credentials_from_keys
-from staticmq_spark.protocol.channels import ClientSecurity
+from staticmq_spark.protocol.auth import ClientSecurity, credentials_from_keys
 
 SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})  # keys Spark itself may add
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from staticmq_spark.client import Admin
-from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ
 from staticmq_spark.testing import LocalCluster
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 
 
 @dataclass

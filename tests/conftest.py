@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from staticmq_spark.client import Admin
-from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ
 from staticmq_spark.testing import LocalCluster
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 from tests.backends import Backend, rocketmq_backend, staticmq_backend
 from tests.cluster_process import ClusterProcess
 

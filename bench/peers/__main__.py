@@ -46,8 +46,8 @@ from bench.peers.cpu import CpuMeter, descendants
 from bench.peers.kafka_server import KAFKA_VERSION, KafkaServer
 from bench.peers.spark_figures import Endpoint
 from bench.peers.spark_kafka import spark_kafka_jars
-from staticmq_spark.rocketmq.local_cluster import ROCKETMQ_VERSION, LocalRocketMQ
 from staticmq_spark.testing import LocalCluster
+from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocketMQ
 
 STATICMQ_VERSION = "0.1.0"
 QUEUES = 2

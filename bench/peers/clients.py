@@ -30,7 +30,7 @@ class Rows:
 
 def wait_static_route(producer: Producer, topic: str) -> None:
     deadline = time.monotonic() + 30
-    while not producer.routes.get(topic, refresh=True).is_static:
+    while not producer.topic_is_static(topic):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no route for {topic}")
         time.sleep(0.05)

@@ -29,9 +29,10 @@ from broker_stub.store.identity import claim_data_dir
 from broker_stub.store.mapping_files import MappingFiles
 from broker_stub.store.message_store import MessageStore
 from broker_stub.store.topic_configs import TopicConfigs
-from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
+from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.protocol.names import validate_broker_name
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.topic_wire import config_to_pb
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,9 @@ class BrokerApp:
             self._registration.heartbeat_once()
 
     def register_request(self) -> pb.RegisterBrokerRequest:
-        entries = [pb.TopicRouteEntry(config=cfg.to_pb()) for cfg in self.topic_configs.all() if not cfg.is_static]
+        entries = [
+            pb.TopicRouteEntry(config=config_to_pb(cfg)) for cfg in self.topic_configs.all() if not cfg.is_static
+        ]
         entries += self.static.route_entries()
         return pb.RegisterBrokerRequest(
             name=self.name,

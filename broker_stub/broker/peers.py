@@ -11,11 +11,13 @@ from typing import TypeVar
 import grpc
 
 from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
-from staticmq_spark.protocol.channels import PLAIN, Channels, ClientSecurity, split_addresses
+from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.channels import Channels
 from staticmq_spark.protocol.grpc_errors import translate
+from staticmq_spark.protocol.names import split_addresses
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.route_view import TopicRouteView
+from staticmq_spark.protocol.route_wire import route_from_pb
 
 REFRESH_S = 5.0
 T = TypeVar("T")
@@ -91,7 +93,7 @@ class Peers:
         last: StaticMQError | None = None
         for attempt in range(5):
             route = self._route(topic)
-            leader = TopicRouteView.from_pb(route).logic_queue(logic_queue)
+            leader = route_from_pb(route).logic_queue(logic_queue)
             if not leader.available:
                 last = BrokerUnavailableError(f"logic queue {logic_queue} of {topic!r} has no live leader")
             else:

@@ -9,7 +9,9 @@ from collections.abc import Callable
 
 import grpc
 
-from staticmq_spark.protocol.channels import PLAIN, Channels, ClientSecurity, split_addresses
+from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.channels import Channels
+from staticmq_spark.protocol.names import split_addresses
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.pull_wire import PULL_METHOD, encode_pull_response
 from staticmq_spark.protocol.stage_wire import StageChunk, decode_stage_request
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.topic_wire import config_from_pb, config_to_pb
 
 MAX_IDEMPOTENCY_KEY = 512
 if TYPE_CHECKING:
@@ -123,9 +123,9 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @rpc_method
     def UpdateTopic(self, request: pb.TopicConfig, context: grpc.ServicerContext) -> pb.TopicConfig:
-        cfg = self.app.topics.update(TopicConfig.from_pb(request))
+        cfg = self.app.topics.update(config_from_pb(request))
         self.app.topics_changed()
-        return cfg.to_pb()
+        return config_to_pb(cfg)
 
     @rpc_method
     def DeleteTopic(self, request: pb.TopicName, context: grpc.ServicerContext) -> pb.Empty:
@@ -135,7 +135,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @rpc_method
     def GetTopicConfigs(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.TopicConfigList:
-        return pb.TopicConfigList(topics=[c.to_pb() for c in self.app.topic_configs.all()])
+        return pb.TopicConfigList(topics=[config_to_pb(c) for c in self.app.topic_configs.all()])
 
     @rpc_method
     def GetQueueOffsets(self, request: pb.QueueRef, context: grpc.ServicerContext) -> pb.QueueOffsets:
@@ -151,7 +151,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             mapping_json=state.mapping.to_json() if state.mapping is not None else "",
             foreign_bname=state.foreign_bname,
             has_config=state.config is not None,
-            config=state.config.to_pb() if state.config is not None else None,
+            config=config_to_pb(state.config) if state.config is not None else None,
             physical_queues=[encode_offsets(i) for i in state.physical],
         )
 

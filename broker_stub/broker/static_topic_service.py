@@ -34,6 +34,7 @@ from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.names import validate_topic
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
+from staticmq_spark.protocol.topic_wire import config_to_pb
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +304,7 @@ class StaticTopicService:
                 )
                 for q in mapping.led_queues()
             ]
-            entries.append(pb.TopicRouteEntry(config=cfg.to_pb(), leaders=leaders))
+            entries.append(pb.TopicRouteEntry(config=config_to_pb(cfg), leaders=leaders))
         return entries
 
 

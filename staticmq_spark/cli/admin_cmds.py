@@ -10,8 +10,8 @@ from typing import Any
 from staticmq_spark.cli.formatting import dumps, readable_ms
 from staticmq_spark.cli.namesrv import add_namesrv, client_options
 from staticmq_spark.client.admin import Admin
-from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError, TopicNotFoundError
+from staticmq_spark.mapping import check_states, is_static_anywhere, logic_bounds, segment_rows
 
 COMMANDS: dict[
     str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[Admin, argparse.Namespace], int]]
@@ -42,10 +42,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if parse_address(args.namesrv).scheme == "rocketmq":
-        from staticmq_spark.cli import rocketmq_admin
-
-        return rocketmq_admin.run(args)
     _, _, fn = COMMANDS[args.admin_command]
     with Admin(args.namesrv, **client_options(args)) as admin:
         return fn(admin, args)
@@ -118,61 +114,24 @@ def delete_topic(admin: Admin, args: argparse.Namespace) -> int:
 
 @command("topicRoute", "show the route clients get for a topic", _topic_json_args)
 def topic_route(admin: Admin, args: argparse.Namespace) -> int:
-    raw, view = admin.topic_route(args.topic)
-    brokers = [
-        {
-            "broker": b.broker,
-            "addr": b.addr,
-            "readQueues": b.config.read_queues,
-            "writeQueues": b.config.write_queues,
-            "perm": b.config.perm,
-            "static": b.config.is_static,
-            "totalQueues": b.config.total_queues,
-            "leaders": [
-                {
-                    "logicQueue": x.logic_queue,
-                    "physicalQueue": x.physical_queue,
-                    "gen": x.gen,
-                    "logicOffset": x.logic_offset,
-                }
-                for x in b.leaders
-            ],
-        }
-        for b in raw.brokers
-    ]
-    queues = [asdict(q) | {"available": q.available} for q in view.write_queues]
-    lines = [
-        f"topic {view.topic} ({'static, ' + str(view.total_queues) + ' logic queues' if view.is_static else 'dynamic'})"
-    ]
-    lines += [
-        f"  broker {b['broker']} {b['addr']} read={b['readQueues']} write={b['writeQueues']} perm={b['perm']}"
-        for b in brokers
-    ]
-    lines += [
-        f"  queue {q.queue_id:>4} -> {q.broker} {q.addr}" + ("" if q.available else "  (unavailable)")
-        for q in view.write_queues
-    ]
-    emit(
-        args,
-        {
-            "topic": view.topic,
-            "static": view.is_static,
-            "totalQueues": view.total_queues,
-            "brokers": brokers,
-            "queues": queues,
-        },
-        lines,
-    )
+    route = admin.topic_route(args.topic)
+    kind = f"static, {route['totalQueues']} logic queues" if route["static"] else "dynamic"
+    lines = [f"topic {route['topic']} ({kind})"]
+    for b in route["brokers"]:
+        extra = f" read={b['readQueues']} write={b['writeQueues']} perm={b['perm']}" if "perm" in b else ""
+        lines.append(f"  broker {b['broker']} {b['addr']}{extra}")
+    for q in route["queues"]:
+        gone = "" if q.get("available", True) else "  (unavailable)"
+        lines.append(f"  queue {q['queueId']:>4} -> {q['broker']} {q['addr']}{gone}")
+    emit(args, route, lines)
     return 0
 
 
 @command("topicStatus", "min/max offsets and last update of every queue (logic queues and segments)", _topic_json_args)
 def topic_status(admin: Admin, args: argparse.Namespace) -> int:
-    from staticmq_spark.client.static_admin import is_static_anywhere
-
-    states = admin.static.gather(args.topic)
+    states = admin.broker_states(args.topic)
     if is_static_anywhere(states):
-        return _static_status(args, admin.static.check(args.topic, states), states)
+        return _static_status(args, check_states(args.topic, states), states)
     rows = admin.topic_status(args.topic)
     if not rows:
         raise TopicNotFoundError(f"topic {args.topic!r} does not exist on any live broker")
@@ -238,8 +197,6 @@ def consumer_progress(admin: Admin, args: argparse.Namespace) -> int:
 
 
 def _static_status(args: argparse.Namespace, report: Any, states: Any) -> int:
-    from staticmq_spark.client.static_admin import logic_bounds, segment_rows
-
     queues: list[dict[str, Any]] = []
     lines = [
         f"static topic {args.topic}: {report.total_queues} logic queues, epoch {report.epoch}, "

@@ -8,7 +8,7 @@ import datetime as dt
 from staticmq_spark.cli.admin_cmds import command, emit
 from staticmq_spark.cli.formatting import readable_ms
 from staticmq_spark.client.admin import Admin
-from staticmq_spark.client.groups import EARLIEST, LATEST, group_list, reset_offsets, topic_list
+from staticmq_spark.client.groups import EARLIEST, LATEST
 from staticmq_spark.errors import InvalidOptionError
 
 
@@ -18,7 +18,7 @@ def _json_arg(p: argparse.ArgumentParser) -> None:
 
 @command("topicList", "list every topic of the live brokers", _json_arg)
 def cmd_topic_list(admin: Admin, args: argparse.Namespace) -> int:
-    topics = topic_list(admin)
+    topics = admin.topic_list()
     lines = [f"{'topic':<32}{'kind':<9}{'queues':>7}  brokers"]
     lines += [
         f"{t.topic:<32}{'static' if t.static else 'dynamic':<9}{t.total_queues:>7}  {','.join(t.brokers)}"
@@ -34,7 +34,7 @@ def cmd_topic_list(admin: Admin, args: argparse.Namespace) -> int:
 
 @command("groupList", "list every consumer group that committed offsets, with its topics", _json_arg)
 def cmd_group_list(admin: Admin, args: argparse.Namespace) -> int:
-    groups = group_list(admin)
+    groups = admin.group_list()
     lines = [f"{'group':<32}{'last commit':<26}topics"]
     lines += [f"{g.group:<32}{readable_ms(g.last_commit) or '-':<26}{','.join(g.topics)}" for g in groups]
     as_json = [
@@ -84,12 +84,10 @@ def parse_time(value: str) -> str | int:
 @command("resetOffsetByTime", "reset a group's offsets on a topic: earliest, latest, a time or an offset", _reset_args)
 def cmd_reset_offset(admin: Admin, args: argparse.Namespace) -> int:
     if args.offset is not None:
-        rows = reset_offsets(args.namesrv, args.group, args.topic, args.offset, channels=admin.channels)
+        rows = admin.reset_offsets(args.group, args.topic, args.offset)
     else:
         to = parse_time(args.timestamp)
-        rows = reset_offsets(
-            args.namesrv, args.group, args.topic, to, by_time=isinstance(to, int), channels=admin.channels
-        )
+        rows = admin.reset_offsets(args.group, args.topic, to, by_time=isinstance(to, int))
     lines = [f"{'queue':>6}  {'broker':<14}{'before':>14}{'after':>14}"]
     lines += [f"{r.queue_id:>6}  {r.broker:<14}{'-' if r.before is None else r.before:>14}{r.after:>14}" for r in rows]
     as_json = [

@@ -17,9 +17,10 @@ import numpy as np
 
 from staticmq_spark.cli.formatting import readable_ms
 from staticmq_spark.cli.namesrv import add_namesrv, client_options
+from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.cluster.status import PullStatus
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
+from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.route_view import QueueAddress
 
 FIELDS = (
@@ -94,8 +95,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def _is_static(consumer: PullConsumer, topic: str) -> bool:
-    routes = getattr(consumer, "routes", None)  # a RocketMQ consumer reads static topics only
-    return True if routes is None else bool(routes.get(topic).is_static)
+    return consumer.topic_is_static(topic)
 
 
 def _key(q: QueueAddress, static: bool) -> tuple[str, int]:
@@ -226,15 +226,12 @@ def _print_batch(args: argparse.Namespace, result: Any) -> int:
 
 def _list_metadata(args: argparse.Namespace) -> int:
     """Like `kcat -L`: brokers, then each topic with its queues and their leaders and offsets."""
-    from staticmq_spark.client.admin import Admin
-    from staticmq_spark.client.groups import topic_list
-
     with (
         Admin(args.namesrv, **client_options(args)) as admin,
-        PullConsumer(args.namesrv, channels=admin.channels) as consumer,
+        PullConsumer(args.namesrv, **client_options(args)) as consumer,
     ):
         brokers = admin.cluster_info()
-        topics = [t for t in topic_list(admin) if not args.topic or t.topic == args.topic]
+        topics = [t for t in admin.topic_list() if not args.topic or t.topic == args.topic]
         if args.topic and not topics:
             raise InvalidOptionError(f"topic {args.topic!r} does not exist on any live broker")
         print(f"{len(brokers)} broker(s):")

@@ -16,9 +16,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from staticmq_spark.backends.types import SendResult
 from staticmq_spark.cli.namesrv import add_namesrv, client_options
 from staticmq_spark.client.producer import Producer
-from staticmq_spark.client.results import SendResult
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
 
 STDIN_BATCH = 1000

@@ -1,13 +1,11 @@
-"""The staticmq Python client."""
+"""The staticmq Python client: the user's API on top of the backends (any cluster address)."""
 
+from staticmq_spark.backends.types import AckResult, PopMessage, PullResult, PullStatus, SendResult
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.exclusive_consumer import ExclusiveConsumer
 from staticmq_spark.client.pop_consumer import PopConsumer
-from staticmq_spark.client.pop_messages import AckResult, PopMessage
 from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.client.results import PullResult, SendResult
-from staticmq_spark.cluster.status import PullStatus
 
 __all__ = [
     "AckResult",

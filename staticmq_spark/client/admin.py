@@ -1,49 +1,30 @@
-"""Admin operations. Commands that need many brokers ask each broker directly and combine the
-answers here (admin-side adaptation): brokers never fan out to each other for an admin call."""
+"""Admin: cluster, topic and static-topic administration and consumer groups, on any backend
+(what a backend cannot do raises UnsupportedOperationError naming the tool that can)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from staticmq_spark.client.progress import ProgressRow, consumer_progress
-from staticmq_spark.client.route import RouteCache
-from staticmq_spark.client.rpc import Channels, invoke
-from staticmq_spark.client.static_admin import OperationResult, StaticTopicAdmin, is_static_anywhere
-from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import (
-    BrokerNotFoundError,
-    InvalidArgumentError,
-    StaticTopicRefusedError,
-    TopicNotFoundError,
+from staticmq_spark.backends import open_backend
+from staticmq_spark.backends.types import (
+    BrokerState,
+    BrokerSummary,
+    ClientSecurity,
+    GroupSummary,
+    OperationResult,
+    ProgressRow,
+    QueueStatus,
+    ResetRow,
+    TopicSummary,
 )
+from staticmq_spark.client.groups import reset_offsets
+from staticmq_spark.client.pull_consumer import PullConsumer
+from staticmq_spark.closing import Closeable
+from staticmq_spark.mapping import ConsistencyReport
 from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.protocol.channels import ClientSecurity
-from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.route_view import TopicRouteView
 from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerSummary:
-    name: str
-    cluster: str
-    addr: str
-    last_heartbeat: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStatus:
-    broker: str
-    queue_id: int
-    min_offset: int
-    max_offset: int
-    last_store_timestamp: int
 
 
 class Admin(Closeable):
@@ -52,57 +33,21 @@ class Admin(Closeable):
         namesrv: str,
         *,
         timeout_s: float = 10.0,
-        channels: Channels | None = None,
         wait_for_ready: bool = True,
         credentials: Credentials | tuple[str, str] | None = None,
         tls_ca: str | Path | None = None,
     ) -> None:
         """`wait_for_ready`: wait (up to the timeout) for a broker that is starting, instead of
         failing at once; callers with their own retry loop pass False."""
-        self._own_channels = channels is None
-        self.wait_for_ready = wait_for_ready
-        self.channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
-        self.routes = RouteCache(namesrv, self.channels, ttl_s=0.0)
-        self.timeout_s = timeout_s
-        self.static = StaticTopicAdmin(self)
+        self.namesrv = namesrv
+        self._security = ClientSecurity.of(credentials, tls_ca)
+        self._backend = open_backend(namesrv, self._security)
+        self._port = self._backend.admin(timeout_s=timeout_s, wait_for_ready=wait_for_ready)
 
-    # ------------------------------------------------------------------ cluster
+    # ------------------------------------------------------------------ cluster and plain topics
 
     def cluster_info(self) -> list[BrokerSummary]:
-        info = self.routes.cluster_info()
-        return [BrokerSummary(b.name, b.cluster, b.addr, b.last_heartbeat) for b in info.brokers]
-
-    def target_brokers(self, *, cluster: str | None = None, brokers: list[str] | None = None) -> dict[str, str]:
-        """name -> address of the brokers a `-c CLUSTER` or `-b B1,B2` option names."""
-        if (cluster is None) == (brokers is None):
-            raise InvalidArgumentError("name either a cluster (-c) or brokers (-b), not both or neither")
-        live = {b.name: b for b in self.cluster_info()}
-        if cluster is not None:
-            chosen = {n: b.addr for n, b in live.items() if b.cluster == cluster}
-            if not chosen:
-                known = sorted({b.cluster for b in live.values()})
-                raise BrokerNotFoundError(f"cluster {cluster!r} has no live broker (live clusters: {known})")
-            return dict(sorted(chosen.items()))
-        assert brokers is not None
-        missing = [n for n in brokers if n not in live]
-        if missing:
-            raise BrokerNotFoundError(f"broker(s) {missing} are not alive (live: {sorted(live)})")
-        return {n: live[n].addr for n in brokers}
-
-    def broker_addr(self, name: str) -> str:
-        for b in self.cluster_info():
-            if b.name == name:
-                return b.addr
-        raise BrokerNotFoundError(f"broker {name!r} is not alive")
-
-    def stub(self, addr: str) -> pb_grpc.BrokerStub:
-        return self.channels.broker(addr)
-
-    def call(self, target: str, method: Callable[..., T], request: Any) -> T:
-        """One broker call with this admin's timeout and readiness policy."""
-        return invoke(target, method, request, self.timeout_s, wait_for_ready=self.wait_for_ready)
-
-    # ------------------------------------------------------------------ plain topics
+        return self._port.cluster_info()
 
     def update_topic(
         self,
@@ -116,56 +61,30 @@ class Admin(Closeable):
         order: str = "",
     ) -> dict[str, TopicConfig]:
         """Create or update a dynamic topic on the named brokers (refused for a static topic)."""
-        statics = sorted(n for n, (_, cfg) in self.brokers_with_topic(topic).items() if cfg.is_static)
-        if statics:
-            raise StaticTopicRefusedError(
-                f"topic {topic!r} is a static topic (on {statics}): updateTopic is refused; "
-                "use updateStaticTopic or remappingStaticTopic"
-            )
-        wanted = TopicConfig(topic, read_queues, write_queues, perm, order=order).to_pb()
-        out = {}
-        for name, addr in self.target_brokers(cluster=cluster, brokers=brokers).items():
-            resp = self.call(name, self.stub(addr).UpdateTopic, wanted)
-            out[name] = TopicConfig.from_pb(resp)
-        return out
-
-    def topic_configs(self, broker_addr: str) -> list[TopicConfig]:
-        resp = self.call(broker_addr, self.stub(broker_addr).GetTopicConfigs, pb.Empty())
-        return [TopicConfig.from_pb(t) for t in resp.topics]
-
-    def brokers_with_topic(self, topic: str) -> dict[str, tuple[str, TopicConfig]]:
-        """Every live broker that has `topic`: name -> (address, config)."""
-        found = {}
-        for b in self.cluster_info():
-            for cfg in self.topic_configs(b.addr):
-                if cfg.name == topic:
-                    found[b.name] = (b.addr, cfg)
-        return found
+        return self._port.update_topic(
+            topic,
+            cluster=cluster,
+            brokers=brokers,
+            read_queues=read_queues,
+            write_queues=write_queues,
+            perm=perm,
+            order=order,
+        )
 
     def delete_topic(self, topic: str) -> list[str]:
         """Delete a topic from every live broker that has it; a static topic's mappings too."""
-        if is_static_anywhere(self.static.gather(topic)):
-            return self.static.delete(topic)
-        holders = self.brokers_with_topic(topic)
-        if not holders:
-            raise TopicNotFoundError(f"no live broker has topic {topic!r}")
-        for name, (addr, _) in holders.items():
-            self.call(name, self.stub(addr).DeleteTopic, pb.TopicName(topic=topic))
-        return sorted(holders)
+        return self._port.delete_topic(topic)
 
-    def topic_route(self, topic: str) -> tuple[pb.TopicRoute, TopicRouteView]:
-        raw = self.routes.fetch(topic)
-        return raw, TopicRouteView.from_pb(raw)
+    def topic_route(self, topic: str) -> dict[str, Any]:
+        """The topic's route as `topicRoute --json` prints it."""
+        return self._port.topic_route(topic)
 
     def topic_status(self, topic: str) -> list[QueueStatus]:
         """Per physical queue min/max offsets of a dynamic topic, asked from each broker."""
-        out: list[QueueStatus] = []
-        for name, (addr, _) in sorted(self.brokers_with_topic(topic).items()):
-            resp = self.call(name, self.stub(addr).GetTopicOffsets, pb.TopicName(topic=topic))
-            out.extend(
-                QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_store_timestamp) for q in resp.queues
-            )
-        return out
+        return self._port.topic_status(topic)
+
+    def topic_list(self) -> list[TopicSummary]:
+        return self._port.topic_list()
 
     # ------------------------------------------------------------------ static topics
 
@@ -173,24 +92,48 @@ class Admin(Closeable):
         self, topic: str, total_queues: int, *, cluster: str | None = None, brokers: list[str] | None = None
     ) -> OperationResult:
         """Create a static topic of `total_queues` logic queues, or grow it (never shrink)."""
-        return self.static.update(topic, total_queues, cluster=cluster, brokers=brokers)
+        return self._port.update_static_topic(topic, total_queues, cluster=cluster, brokers=brokers)
 
     def remapping_static_topic(
-        self, topic: str, *, cluster: str | None = None, brokers: list[str] | None = None
+        self,
+        topic: str,
+        *,
+        cluster: str | None = None,
+        brokers: list[str] | None = None,
+        on_step: Callable[[str], None] | None = None,
     ) -> OperationResult:
-        """Move logic queue leaders so that they are spread over the target brokers."""
-        return self.static.remap(topic, cluster=cluster, brokers=brokers)
+        """Move logic queue leaders so that they are spread over the target brokers. `on_step` is
+        called after each step of the remap ("switched", "fenced", "settled", "done")."""
+        return self._port.remapping_static_topic(topic, cluster=cluster, brokers=brokers, on_step=on_step)
 
     def repair_static_topic(self, topic: str) -> OperationResult:
         """Bring a half-finished static-topic operation to a consistent state."""
-        return self.static.repair(topic)
+        return self._port.repair_static_topic(topic)
 
-    # ------------------------------------------------------------------ consumers
+    def static_topic_status(self, topic: str) -> tuple[ConsistencyReport, dict[str, BrokerState]]:
+        """The global epoch check over the live brokers, and each one's state of the topic."""
+        return self._port.static_topic_status(topic)
+
+    def broker_states(self, topic: str) -> dict[str, BrokerState]:
+        """Each live broker's state of the topic (mapping copy, config, physical bounds)."""
+        return self._port.broker_states(topic)
+
+    # ------------------------------------------------------------------ consumer groups
 
     def consumer_progress(self, group: str, topic: str | None = None) -> list[ProgressRow]:
-        """One row per queue (per logic queue of a static topic); see client/progress.py."""
-        return consumer_progress(self, group, topic)
+        """One row per queue (per logic queue of a static topic)."""
+        return self._port.consumer_progress(group, topic)
+
+    def group_list(self) -> list[GroupSummary]:
+        return self._port.group_list()
+
+    def reset_offsets(self, group: str, topic: str, to: str | int, *, by_time: bool = False) -> list[ResetRow]:
+        """Commit `to` (earliest, latest, an offset, or with `by_time` a time in ms) on every queue."""
+        with PullConsumer(
+            self.namesrv, group=group, credentials=self._security.credentials, tls_ca=self._security.tls_ca
+        ) as consumer:
+            return reset_offsets(consumer, topic, to, by_time=by_time)
 
     def close(self) -> None:
-        if self._own_channels:
-            self.channels.close()
+        self._port.close()
+        self._backend.close()

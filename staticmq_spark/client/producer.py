@@ -1,23 +1,14 @@
-"""The Producer: columnar batched sends with fixed key sharding, queue selection and retries.
+"""The Producer: columnar batched sends with fixed key sharding, on any backend.
 
-Where a row goes:
-- an explicit queue: that queue;
-- a key: `hash(key) mod total_queues` (staticmq_spark.hashing) - never another queue;
-- neither: the queue-selection pipeline (staticmq_spark.client.selector).
-
-Order strategy (`order=` or the topic's own): `strict` retries a keyed or pinned send on the
-same queue until `send_timeout_s`, then fails; `best-tried` gives up after `retries`. Keyless
-batches may move to the next queue in either case. A retried batch carries the same idempotency
-key, so a broker that stored the first attempt stores it only once.
+Where a row goes: an explicit queue; else a key, to `hash(key) mod total_queues`
+(staticmq_spark.hashing) and never another queue; else the backend's queue selection. On
+staticmq, the order strategy (`order=` or the topic's own) decides how long a keyed send keeps
+trying its queue; a retried request carries the same idempotency key, so it is stored once.
 """
 
 from __future__ import annotations
 
-import itertools
-import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,38 +16,19 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from staticmq_spark.client.delivery import Delivery
-from staticmq_spark.client.results import SendResult
-from staticmq_spark.client.route import RouteCache
-from staticmq_spark.client.rpc import Channels, invoke
-from staticmq_spark.client.selector import CircuitBreaker, ReachabilityDetector
-from staticmq_spark.client.targets import KEYLESS, group_rows, row_targets
+from staticmq_spark.backends import ProducerSettings, open_backend
+from staticmq_spark.backends.types import ClientSecurity, SendResult
 from staticmq_spark.closing import Closeable
-from staticmq_spark.cluster.address import parse_address
-from staticmq_spark.errors import (
-    InvalidArgumentError,
-)
 from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.protocol.channels import ClientSecurity
-from staticmq_spark.protocol.codec import PackedBatch, split_by_bytes
-from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
-from staticmq_spark.protocol.row_encode import encode_columns
-from staticmq_spark.protocol.topic import ORDERS
+from staticmq_spark.protocol.codec import PackedBatch
 
 DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 
 
 class Producer(Closeable):
-    """`Producer("rocketmq://host:port")` returns a RocketMQProducer (Apache RocketMQ); a plain address
-    (`host:port[;host:port]`) is a staticmq cluster."""
-
-    def __new__(cls, namesrv: str = "", *args: Any, **kwargs: Any) -> Producer:
-        if parse_address(namesrv).scheme == "rocketmq":
-            from staticmq_spark.rocketmq.producer import RocketMQProducer
-
-            return RocketMQProducer(namesrv, *args, **kwargs)  # type: ignore[return-value]
-        return super().__new__(cls)
+    """`Producer("host:port")` sends to a staticmq cluster, `Producer("rocketmq://host:port")` to
+    Apache RocketMQ (where the staticmq-only options order, retries, active_detection,
+    detection_interval_s and max_request_bytes are refused if set)."""
 
     def __init__(
         self,
@@ -69,28 +41,22 @@ class Producer(Closeable):
         active_detection: bool = True,
         detection_interval_s: float = 2.0,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-        channels: Channels | None = None,
+        producer_group: str = "staticmq_producer",
         credentials: Credentials | tuple[str, str] | None = None,
         tls_ca: str | Path | None = None,
     ) -> None:
-        if order is not None and order not in ORDERS[1:]:
-            raise InvalidArgumentError(f"order must be 'strict' or 'best-tried', got {order!r}")
-        self._own_channels = channels is None
-        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
-        self.routes = RouteCache(namesrv, self._channels)
-        self._request_timeout_s = request_timeout_s
-        self._max_request_bytes = max_request_bytes
-        self.breaker = CircuitBreaker()
-        self.detector = ReachabilityDetector(self._channels, enabled=active_detection, interval_s=detection_interval_s)
-        self.delivery = Delivery(
-            self.routes, self.breaker, self.detector, order=order, timeout_s=send_timeout_s, retries=retries
+        self._backend = open_backend(namesrv, ClientSecurity.of(credentials, tls_ca))
+        settings = ProducerSettings(
+            order,
+            send_timeout_s,
+            request_timeout_s,
+            retries,
+            active_detection,
+            detection_interval_s,
+            max_request_bytes,
+            producer_group,
         )
-        self.selector = self.delivery.selector
-        self._id = uuid.uuid4().hex[:16]
-        self._seq = itertools.count()
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="staticmq-send")
-
-    # ------------------------------------------------------------------ public API
+        self._port = self._backend.producer(settings)
 
     def send(
         self,
@@ -126,98 +92,25 @@ class Producer(Closeable):
     ) -> list[SendResult]:
         """Send many messages in as few requests as their target queues allow. One result per
         request (each covers `count` consecutive messages of one queue)."""
-        packed = encode_columns(bodies, key=keys, tags=tags, properties=properties)
-        return self.send_packed(topic, packed, keys=keys, queue=queue, queues=queues)
+        return self._port.send_batch(
+            topic, bodies, keys=keys, tags=tags, properties=properties, queue=queue, queues=queues
+        )
 
     def send_arrow(self, topic: str, data: pa.RecordBatch | pa.Table) -> list[SendResult]:
         """Send the rows of an Arrow table: columns `body` or `value`, optional `key`, `tags`,
         `properties` (map<string,string>) and `queue_id`."""
-        names = set(data.schema.names)
-        body_col = "body" if "body" in names else "value"
-        if body_col not in names:
-            raise InvalidArgumentError("an Arrow batch to send needs a 'body' or 'value' column")
-        col = data.column
-        packed = encode_columns(
-            col(body_col),
-            key=col("key") if "key" in names else None,
-            tags=col("tags") if "tags" in names else None,
-            properties=col("properties") if "properties" in names else None,
-        )
-        queue_ids = None
-        if "queue_id" in names:
-            queue_ids = np.asarray(col("queue_id").fill_null(KEYLESS).to_numpy(zero_copy_only=False), np.int64)
-        return self.send_packed(topic, packed, keys=col("key") if "key" in names else None, queues=queue_ids)
+        return self._port.send_arrow(topic, data)
 
     def send_packed(
-        self,
-        topic: str,
-        packed: PackedBatch,
-        *,
-        keys: Any = None,
-        queue: int | None = None,
-        queues: Any = None,
-        idempotency_prefix: str | None = None,
+        self, topic: str, packed: PackedBatch, *, keys: Any = None, queue: int | None = None, queues: Any = None
     ) -> list[SendResult]:
-        """Route already-packed rows: explicit queues, then keys, then the selector."""
-        route = self.routes.get(topic)
-        targets = self._targets(route, packed.count, keys, queue, queues)
-        groups = group_rows(packed, targets)
-        prefix = idempotency_prefix or f"{self._id}-{next(self._seq)}"
-        jobs: list[tuple[int, PackedBatch, str]] = []
-        row_sets: list[npt.NDArray[np.int64]] = []
-        for target, rows, indices in groups:
-            start = 0
-            for i, piece in enumerate(split_by_bytes(rows, self._max_request_bytes)):
-                jobs.append((target, piece, f"{prefix}-{target}-{i}"))
-                row_sets.append(indices[start : start + piece.count])
-                start += piece.count
-        if len(jobs) == 1:
-            results = [self._send_one(topic, *jobs[0])]
-        else:
-            futures: list[Future[SendResult]] = [self._pool.submit(self._send_one, topic, *job) for job in jobs]
-            results = [f.result() for f in futures]
-        if len(groups) == 1 and len(jobs) == 1:
-            return results
-        return [replace(r, rows=tuple(rs.tolist())) for r, rs in zip(results, row_sets, strict=True)]
+        """Send already-packed rows (protocol.codec): explicit queues, then keys, then the selector."""
+        return self._port.send_packed(topic, packed, keys=keys, queue=queue, queues=queues)
+
+    def topic_is_static(self, topic: str) -> bool:
+        """Whether the cluster routes `topic` as a static topic now (the route is asked afresh)."""
+        return self._port.topic_is_static(topic)
 
     def close(self) -> None:
-        self.detector.stop()
-        self._pool.shutdown(wait=True)
-        if self._own_channels:
-            self._channels.close()
-
-    # ------------------------------------------------------------------ routing
-
-    def _targets(
-        self, route: TopicRouteView, n: int, keys: Any, queue: int | None, queues: Any
-    ) -> npt.NDArray[np.int64]:
-        targets = row_targets(route.topic, len(route.write_queues), n, keys, queues)
-        if queue is not None:
-            targets = row_targets(route.topic, len(route.write_queues), n, queues=np.full(n, queue))
-        return targets
-
-    # ------------------------------------------------------------------ one request, with retries
-
-    def _send_one(self, topic: str, target: int, batch: PackedBatch, idem_key: str) -> SendResult:
-        return self.delivery.deliver(topic, target, lambda q: self._request(topic, q, batch, idem_key))
-
-    def _request(self, topic: str, q: QueueAddress, batch: PackedBatch, idem_key: str) -> SendResult:
-        request = pb.SendRequest(
-            topic=topic,
-            queue_id=q.queue_id,
-            batch=pb.MessageBatch(data=batch.data_bytes(), sizes=batch.sizes_bytes()),
-            idempotency_key=idem_key,
-        )
-        resp = invoke(
-            q.broker, self._channels.broker(q.addr).Send, request, self._request_timeout_s, wait_for_ready=False
-        )
-        return SendResult(
-            topic=topic,
-            queue_id=resp.queue_id,
-            queue_offset=resp.base_offset,
-            count=resp.count,
-            broker=resp.bname,
-            physical_offset=resp.physical_base_offset,
-            store_timestamp=resp.store_timestamp,
-            duplicate=resp.duplicate,
-        )
+        self._port.close()
+        self._backend.close()

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from staticmq_spark.backends.address import parse_address
+from staticmq_spark.backends.registry import scheme_of
 from staticmq_spark.client.admin import Admin
-from staticmq_spark.cluster.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.testing import LocalCluster
 from staticmq_spark.tls_files import write_tls_files
@@ -84,7 +85,7 @@ class StaticMQDemoCluster:
     def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
         with Admin(self.namesrv, **self.cluster.client_options) as admin:
             result = admin.remapping_static_topic(topic, brokers=brokers)
-            consistent = admin.static.status(topic)[0].ok
+            consistent = admin.static_topic_status(topic)[0].ok
         return {q: f"{a} -> {b}" for q, (a, b) in sorted(result.moved.items())}, consistent
 
     def close(self) -> None:
@@ -95,8 +96,7 @@ class RocketMQDemoCluster:
     """A RocketMQ cluster; topics are created and remapped by RocketMQ's own mqadmin."""
 
     def __init__(self, root: Path, address: str | None = None, brokers: int = 2) -> None:
-        from staticmq_spark.rocketmq.backend import RocketMQAccess
-        from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ, MQAdmin
+        from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ, MQAdmin
 
         self.local: LocalRocketMQ | None = None
         self.input_topic, self.output_topic = INPUT_TOPIC, OUTPUT_TOPIC
@@ -113,8 +113,8 @@ class RocketMQDemoCluster:
         parsed = parse_address(address)
         self.namesrv = str(parsed)
         self.mqadmin = MQAdmin(parsed.hosts[0], root / "mqadmin")
-        self.access = RocketMQAccess(parsed)
-        self.broker_names = sorted(self.access.masters(refresh=True))
+        self.admin = Admin(self.namesrv)
+        self.broker_names = sorted(b.name for b in self.admin.cluster_info())
         if len(self.broker_names) < 2:
             self.close()
             raise InvalidOptionError(f"the demo remaps between brokers: {address} has {len(self.broker_names)}")
@@ -123,18 +123,17 @@ class RocketMQDemoCluster:
         self.mqadmin.update_static_topic(topic, queues, brokers)
 
     def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
-        before = self.access.route(topic, refresh=True).leaders
+        before = self._leaders(topic)
         self.mqadmin.remap_static_topic(topic, brokers)
-        after = self.access.route(topic, refresh=True).leaders
+        after = self._leaders(topic)
         moved = {q: f"{before[q]} -> {after[q]}" for q in sorted(after) if before.get(q) != after[q]}
-        from staticmq_spark.mapping import check_consistency
+        return moved, not self.admin.static_topic_status(topic)[0].problems
 
-        states = self.access.gather(topic)
-        copies = {n: s.mapping for n, s in states.items() if s.mapping is not None or s.config is not None}
-        return moved, not check_consistency(topic, copies, live=states).problems
+    def _leaders(self, topic: str) -> dict[int, str]:
+        return {q["queueId"]: q["broker"] for q in self.admin.topic_route(topic)["queues"]}
 
     def close(self) -> None:
-        self.access.close()
+        self.admin.close()
         if self.local is not None:
             self.local.close()
 
@@ -145,7 +144,7 @@ def open_demo_cluster(
     if secure and (rocketmq or namesrv is not None):
         raise InvalidOptionError("--secure applies to the embedded staticmq cluster, not to Apache RocketMQ")
     if namesrv is not None:
-        if parse_address(namesrv).scheme != "rocketmq":
+        if scheme_of(namesrv) != "rocketmq":
             raise InvalidOptionError(
                 "--namesrv takes a rocketmq://host:port address (the demo starts its own staticmq)"
             )

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from staticmq_spark.errors import InvalidOptionError, UnauthenticatedError
 
@@ -124,3 +125,21 @@ def check_signature(
             f"{'ago' if skew > 0 else 'ahead'}: more than {max_skew_s:.0f} s from the server's clock "
             "(a replayed request, or a clock to set right)"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How a client proves who it is (`credentials`) and checks whom it talks to (`tls_ca`: a PEM
+    file of the certificate authority that signed the servers' certificates; None: plain text)."""
+
+    credentials: Credentials | None = None
+    tls_ca: str | None = None
+
+    @staticmethod
+    def of(
+        credentials: Credentials | tuple[str, str] | None = None, tls_ca: str | Path | None = None
+    ) -> ClientSecurity:
+        return ClientSecurity(credentials_of(credentials), str(tls_ca) if tls_ca else None)
+
+
+PLAIN = ClientSecurity()

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.protocol.auth import Credentials, credentials_of
+from staticmq_spark.protocol.auth import PLAIN, ClientSecurity, Credentials
 from staticmq_spark.protocol.pb import consume_pb2_grpc
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
@@ -31,45 +30,24 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ClientSecurity:
-    """How a client proves who it is (`credentials`) and checks whom it talks to (`tls_ca`: a PEM
-    file of the certificate authority that signed the servers' certificates; None: plain text)."""
-
-    credentials: Credentials | None = None
-    tls_ca: str | None = None
-
-    @staticmethod
-    def of(
-        credentials: Credentials | tuple[str, str] | None = None, tls_ca: str | Path | None = None
-    ) -> ClientSecurity:
-        return ClientSecurity(credentials_of(credentials), str(tls_ca) if tls_ca else None)
-
-    def channel_credentials(self) -> grpc.ChannelCredentials | None:
-        if not self.tls_ca:
-            return None
-        try:
-            root = Path(self.tls_ca).read_bytes()
-        except OSError as exc:
-            raise InvalidOptionError(f"TLS CA file {self.tls_ca}: {exc.strerror or exc}") from None
-        if b"-----BEGIN CERTIFICATE-----" not in root:
-            raise InvalidOptionError(f"TLS CA file {self.tls_ca} holds no PEM certificate")
-        return grpc.ssl_channel_credentials(root_certificates=root)
-
-
-PLAIN = ClientSecurity()
-
-
-def split_addresses(text: str) -> tuple[str, ...]:
-    """`a:1;b:2` (or `a:1,b:2`) -> ("a:1", "b:2"): the one split of a name-server address list."""
-    return tuple(h.strip() for h in (text or "").replace(",", ";").split(";") if h.strip())
+def tls_credentials(security: ClientSecurity) -> grpc.ChannelCredentials | None:
+    """The channel credentials of a security with a CA file (None: plain text)."""
+    if not security.tls_ca:
+        return None
+    try:
+        root = Path(security.tls_ca).read_bytes()
+    except OSError as exc:
+        raise InvalidOptionError(f"TLS CA file {security.tls_ca}: {exc.strerror or exc}") from None
+    if b"-----BEGIN CERTIFICATE-----" not in root:
+        raise InvalidOptionError(f"TLS CA file {security.tls_ca} holds no PEM certificate")
+    return grpc.ssl_channel_credentials(root_certificates=root)
 
 
 def open_channel(
     addr: str, security: ClientSecurity = PLAIN, options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS
 ) -> grpc.Channel:
     """A channel to `addr`: TLS when the security has a CA, every call signed when it has credentials."""
-    tls = security.channel_credentials()
+    tls = tls_credentials(security)
     channel = (
         grpc.secure_channel(addr, tls, options=list(options))
         if tls is not None

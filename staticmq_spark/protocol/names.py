@@ -66,3 +66,8 @@ def retry_topic(group: str, topic: str) -> str:
 
 def dlq_topic(group: str) -> str:
     return f"{DLQ_PREFIX}{group}"
+
+
+def split_addresses(text: str) -> tuple[str, ...]:
+    """`a:1;b:2` (or `a:1,b:2`) -> ("a:1", "b:2"): the one split of a name-server address list."""
+    return tuple(h.strip() for h in (text or "").replace(",", ";").split(";") if h.strip())

@@ -1,10 +1,8 @@
-"""The topic configuration value shared by broker, name server and clients, and its wire form."""
+"""The topic configuration value shared by broker, name server and clients (its wire form: topic_wire.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 
 PERM_READ = 4
 PERM_WRITE = 2
@@ -30,28 +28,3 @@ class TopicConfig:
     @property
     def writable(self) -> bool:
         return bool(self.perm & PERM_WRITE)
-
-    def to_pb(self) -> pb.TopicConfig:
-        return pb.TopicConfig(
-            name=self.name,
-            read_queues=self.read_queues,
-            write_queues=self.write_queues,
-            perm=self.perm,
-            is_static=self.is_static,
-            uid=self.uid,
-            order=self.order,
-            total_queues=self.total_queues,
-        )
-
-    @staticmethod
-    def from_pb(msg: pb.TopicConfig) -> TopicConfig:
-        return TopicConfig(
-            name=msg.name,
-            read_queues=msg.read_queues,
-            write_queues=msg.write_queues,
-            perm=msg.perm,
-            is_static=msg.is_static,
-            uid=msg.uid,
-            order=msg.order,
-            total_queues=msg.total_queues,
-        )

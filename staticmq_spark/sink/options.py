@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.types import (
@@ -17,9 +16,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.option_table import SECURITY_OPTIONS, Option, OptionTable, client_security, cluster_address
-from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
 
 SINK_OPTIONS = OptionTable(
     "sink",
@@ -52,15 +51,7 @@ COLUMNS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class SinkOptions:
-    namesrv: str
-    topic: str
-    order: str | None = None
-    send_timeout_ms: int = 60_000
-    active_detection: bool = True
-    request_bytes: int = 8 << 20
-    security: ClientSecurity = PLAIN
+SinkOptions = WriteSettings  # what the sink's options parse into (the backends' write settings)
 
 
 def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:

@@ -1,5 +1,7 @@
 """The sink's writers: streaming (one transaction per micro-batch, identified by the query id,
-which survives restarts from the checkpoint) and batch (one transaction per write)."""
+which survives restarts from the checkpoint) and batch (one transaction per write). What a write
+guarantees is the backend's (backends.api.SinkWriter.guarantee): staged and committed once, or
+sent directly (at least once)."""
 
 from __future__ import annotations
 
@@ -13,19 +15,23 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from staticmq_spark.cluster import capabilities_of
+from staticmq_spark.backends import SinkWriter, TaskWrite, shared_backend
 from staticmq_spark.errors import InternalError
-from staticmq_spark.sink.committer import SinkCommitMessage, commit_batch
-from staticmq_spark.sink.direct import DirectCommitMessage, write_direct
 from staticmq_spark.sink.options import SinkOptions
-from staticmq_spark.sink.stager import Stager
 
 log = logging.getLogger(__name__)
 
 
+class SinkCommitMessage(WriterCommitMessage):
+    """One task's write, as Spark carries it from the executor to the driver's commit."""
+
+    def __init__(self, task: TaskWrite) -> None:
+        self.task = task
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for the block. A task's staging loop makes no
+    """Python's cyclic garbage collector paused for the block. A task's write loop makes no
     reference cycles, but the objects it allocates (per Arrow batch, per request) set off
     collections that walk the whole long-lived heap of the Python worker (pyspark, pyarrow,
     grpc): 15-20% of the worker's CPU time in the sink benchmark. Cycles made meanwhile
@@ -56,22 +62,31 @@ def freeze_long_lived_heap() -> None:
         _HEAP_FROZEN = True
 
 
-def _stage_all(opts: SinkOptions, writer: str, batch: int, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+def _sink(opts: SinkOptions) -> SinkWriter:
+    """This process's sink of the cluster (executors keep it across tasks)."""
+    return shared_backend(opts.namesrv, opts.security).sink()
+
+
+def _write(
+    opts: SinkOptions, writer: str, batch: int, partition: int, rows: Iterator[pa.RecordBatch]
+) -> SinkCommitMessage:
     freeze_long_lived_heap()
     with gc_paused():
-        stager = Stager(opts, writer, batch)
-        for rb in iterator:
-            stager.stage_arrow(rb)
-        stager.flush()
-    return SinkCommitMessage(writer, batch, stager.staging_id, stager.staged(), stager.rows)
+        return SinkCommitMessage(_sink(opts).write_task(opts, writer, batch, partition, rows))
 
 
-def _direct(messages: Sequence[WriterCommitMessage | None], batch: int) -> bool:
-    """Rows sent directly (a backend without staging) are visible already: nothing to commit."""
-    direct = [m for m in messages if isinstance(m, DirectCommitMessage)]
-    if direct:
-        log.info("staticmq sink: batch %d sent %d row(s) directly", batch, sum(m.rows for m in direct))
-    return bool(direct)
+def _commit(opts: SinkOptions, writer: str, batch: int, messages: Sequence[WriterCommitMessage | None]) -> None:
+    tasks = [m.task for m in messages if isinstance(m, SinkCommitMessage)]
+    sink = _sink(opts)
+    rows = sink.commit(opts, writer, batch, tasks)
+    log.info(
+        "staticmq sink (%s): batch %d of %s: %d row(s) written, %d made visible by the commit",
+        sink.guarantee,
+        batch,
+        writer,
+        sum(t.rows for t in tasks),
+        rows,
+    )
 
 
 class StaticMQStreamWriter(DataSourceStreamArrowWriter):
@@ -84,26 +99,17 @@ class StaticMQStreamWriter(DataSourceStreamArrowWriter):
         batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
         if ctx is None or not query_id or batch_id is None:
             raise InternalError("the staticmq stream writer runs outside a streaming micro-batch task")
-        if not capabilities_of(self.opts.namesrv).two_phase_staging:
-            return write_direct(self.opts, query_id, int(batch_id), ctx.partitionId(), iterator)
-        return _stage_all(self.opts, query_id, int(batch_id), iterator)
+        return _write(self.opts, query_id, int(batch_id), ctx.partitionId(), iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        if _direct(messages, batchId):
-            return
-        writers = {m.writer for m in messages if isinstance(m, SinkCommitMessage)}
+        writers = {m.task.writer for m in messages if isinstance(m, SinkCommitMessage)}
         if len(writers) > 1:
-            raise InternalError(f"one micro-batch staged under several query ids: {sorted(writers)}")
+            raise InternalError(f"one micro-batch written under several query ids: {sorted(writers)}")
         if writers:
-            commit_batch(self.opts, writers.pop(), batchId, messages)
+            _commit(self.opts, writers.pop(), batchId, messages)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        if not capabilities_of(self.opts.namesrv).two_phase_staging:
-            log.warning(
-                "staticmq sink: micro-batch %d aborted; rows its tasks sent stay visible (at least once)", batchId
-            )
-            return
-        log.warning("staticmq sink: micro-batch %d aborted; its staged rows are never made visible", batchId)
+        log.warning("staticmq sink: micro-batch %d aborted; %s", batchId, _sink(self.opts).aborted())
 
 
 class StaticMQBatchWriter(DataSourceArrowWriter):
@@ -112,15 +118,11 @@ class StaticMQBatchWriter(DataSourceArrowWriter):
         self.writer = f"batch-{uuid.uuid4().hex}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        if not capabilities_of(self.opts.namesrv).two_phase_staging:
-            ctx = TaskContext.get()
-            return write_direct(self.opts, self.writer, 0, ctx.partitionId() if ctx else 0, iterator)
-        return _stage_all(self.opts, self.writer, 0, iterator)
+        ctx = TaskContext.get()
+        return _write(self.opts, self.writer, 0, ctx.partitionId() if ctx else 0, iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        if _direct(messages, 0):
-            return
-        commit_batch(self.opts, self.writer, 0, messages)
+        _commit(self.opts, self.writer, 0, messages)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        log.warning("staticmq sink: write %s aborted; its staged rows are never made visible", self.writer)
+        log.warning("staticmq sink: write %s aborted; %s", self.writer, _sink(self.opts).aborted())

@@ -7,8 +7,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader
 
-from staticmq_spark.client.retry import with_retries
-from staticmq_spark.cluster import open_cluster
+from staticmq_spark.backends import open_backend
+from staticmq_spark.backends.retry import with_retries
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import SourceOptions
@@ -23,7 +23,7 @@ class StaticMQBatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueuePartition]:
         def plan() -> list[QueuePartition]:
-            access = open_cluster(self.opts.namesrv, self.opts.security)
+            access = open_backend(self.opts.namesrv, self.opts.security).reader()
             try:
                 snaps = Subscription(self.opts).snapshots(access)
                 ranges = {

@@ -5,32 +5,24 @@ reader: nothing but the partition reaches it)."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from staticmq_spark.cluster import ClusterAccess, PullStatus, open_cluster
+from staticmq_spark.backends import ClusterReader, PullStatus, shared_backend
 from staticmq_spark.errors import DataLossError
-from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
+from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
 
 log = logging.getLogger(__name__)
-_READERS: dict[tuple[str, ClientSecurity], ClusterAccess] = {}
-_READERS_LOCK = threading.Lock()
 
 
-def cluster_for(namesrv: str, security: ClientSecurity = PLAIN) -> ClusterAccess:
-    """One cluster-access object per Python worker, address and keys (read() gets only the partition)."""
-    key = (namesrv, security)
-    with _READERS_LOCK:
-        access = _READERS.get(key)
-        if access is None:
-            access = _READERS[key] = open_cluster(namesrv, security)
-        return access
+def cluster_for(namesrv: str, security: ClientSecurity = PLAIN) -> ClusterReader:
+    """One reader per Python worker, address and keys (read() gets only the partition)."""
+    return shared_backend(namesrv, security).reader()
 
 
 def read_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:

@@ -18,7 +18,7 @@ from staticmq_spark.option_table import (
     client_security,
     cluster_address,
 )
-from staticmq_spark.protocol.channels import PLAIN, ClientSecurity
+from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.protocol.names import validate_group, validate_topic
 
 EARLIEST = -2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from staticmq_spark.cluster import ClusterAccess
+from staticmq_spark.backends import ClusterReader
 from staticmq_spark.errors import DataLossError, InvalidOptionError, QueueUnavailableError
 from staticmq_spark.source.options import EARLIEST, LATEST, SourceOptions, StartSpec
 from staticmq_spark.source.partition import QueuePartition, ReadSettings, SegmentRef
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def resolve_offsets(
-    snap: TopicSnapshot, spec: StartSpec, access: ClusterAccess, option: str = "startingOffsets"
+    snap: TopicSnapshot, spec: StartSpec, access: ClusterReader, option: str = "startingOffsets"
 ) -> dict[int, int]:
     """Concrete logic offsets for every queue from earliest / latest / JSON / timestamps;
     `option` names the option they came from in errors."""

@@ -15,7 +15,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from staticmq_spark.cluster.messages import MessageColumns
+from staticmq_spark.backends.types import MessageColumns
 
 
 def spark_schema(include_properties: bool) -> StructType:

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticmq_spark.client.static_admin import is_static_anywhere, logic_bounds
-from staticmq_spark.cluster import BrokerState, ClusterAccess
+from staticmq_spark.backends import BrokerState, ClusterReader
 from staticmq_spark.errors import InvalidOptionError, QueueUnavailableError, TopicNotFoundError
-from staticmq_spark.mapping import Chain, Segment, SegmentTable, check_consistency
+from staticmq_spark.mapping import Chain, Segment, SegmentTable, check_consistency, is_static_anywhere, logic_bounds
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ class TopicSnapshot:
         return last.end_offset < 0 or last.logic_end() >= end
 
 
-def take_snapshot(access: ClusterAccess, topic: str) -> TopicSnapshot:
+def take_snapshot(access: ClusterReader, topic: str) -> TopicSnapshot:
     states = access.gather(topic)
     if not is_static_anywhere(states):
         if any(s.config is not None for s in states.values()):

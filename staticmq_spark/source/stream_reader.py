@@ -24,8 +24,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from staticmq_spark.client.retry import with_retries
-from staticmq_spark.cluster import ClusterAccess, open_cluster
+from staticmq_spark.backends import ClusterReader, open_backend
+from staticmq_spark.backends.retry import with_retries
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.source import offsets as offset_json
 from staticmq_spark.source.admission import advance, count_rows, share_budget
@@ -45,7 +45,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.opts = options
         self._subscription = Subscription(options)
-        self._access: ClusterAccess | None = None
+        self._access: ClusterReader | None = None
         self._initial: Offsets | None = None
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
@@ -60,9 +60,9 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ------------------------------------------------------------------ clients
 
-    def _cluster(self) -> ClusterAccess:
+    def _cluster(self) -> ClusterReader:
         if self._access is None:
-            self._access = open_cluster(self.opts.namesrv, self.opts.security)
+            self._access = open_backend(self.opts.namesrv, self.opts.security).reader()
         return self._access
 
     def _snapshots(self, known: list[str] | None = None) -> Snapshots:

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from staticmq_spark.cluster import ClusterAccess
+from staticmq_spark.backends import ClusterReader
 from staticmq_spark.errors import DataLossError, InvalidOptionError, TopicNotFoundError
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.snapshot import TopicSnapshot, take_snapshot
@@ -23,7 +23,7 @@ class Subscription:
         self.opts = opts
         self._plain: dict[str, float] = {}  # matching topics that are not static -> when seen
 
-    def snapshots(self, access: ClusterAccess, known: Iterable[str] = ()) -> Snapshots:
+    def snapshots(self, access: ClusterReader, known: Iterable[str] = ()) -> Snapshots:
         """A snapshot of every subscribed topic. `known`: topics the query already has offsets for;
         with a pattern, one that is gone fails the query (failOnDataLoss) or is dropped."""
         if self.opts.topics:

@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
+from staticmq_spark.backends import open_backend
 from staticmq_spark.client import Producer, PullConsumer, PullStatus
-from staticmq_spark.cluster import open_cluster
 from staticmq_spark.hashing import queue_for_key
 from tests.backends import Backend
 from tests.static_helpers import read_queue
@@ -113,7 +113,7 @@ def test_snapshot_resolves_the_chain_with_fenced_old_segments(backend: Backend) 
     _remapped(backend, topic, 1)
     from staticmq_spark.source.snapshot import take_snapshot
 
-    access = open_cluster(backend.address)
+    access = open_backend(backend.address).reader()
     try:
         snap = take_snapshot(access, topic)
     finally:
@@ -129,7 +129,7 @@ def test_topic_names_include_every_static_topic(backend: Backend) -> None:
     """What topicPattern subscriptions list: the cluster's topics (every static one among them)."""
     topic = _topic(backend, "listed")
     backend.create(topic, 2, backend.brokers)
-    access = open_cluster(backend.address)
+    access = open_backend(backend.address).reader()
     try:
         names = access.topic_names()
     finally:
@@ -142,4 +142,4 @@ def test_bad_addresses_are_refused_naming_the_address(bad: str) -> None:
     from staticmq_spark.errors import InvalidOptionError
 
     with pytest.raises(InvalidOptionError, match="address"):
-        open_cluster(bad)
+        open_backend(bad).reader()

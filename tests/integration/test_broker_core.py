@@ -10,8 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
-from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import (
     InvalidBatchError,
     InvalidOffsetError,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.client import Admin, ExclusiveConsumer, Producer, PullConsumer, PullResult
-from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import LockHeldError
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
 from tests.conftest import create_topic

@@ -6,7 +6,7 @@ import itertools
 import json
 
 from staticmq_spark.hashing import queue_for_key
-from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 from tests.integration.test_cli import staticmq
 
 _n = itertools.count()

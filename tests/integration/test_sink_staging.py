@@ -8,8 +8,9 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from staticmq_spark.client import Admin, PullConsumer
-from staticmq_spark.client.rpc import invoke
+from staticmq_spark.backends.staticmq.admin import StaticMQAdmin as Admin
+from staticmq_spark.backends.staticmq.rpc import invoke
+from staticmq_spark.client import PullConsumer
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.row_encode import encode_messages
@@ -20,7 +21,7 @@ STAGE_ROWS = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/StageRows"
 
 
 def _leader(admin: Admin, topic: str, queue: int) -> tuple[str, str]:
-    _, view = admin.topic_route(topic)
+    view = admin.route_view(topic)
     name = view.write_queues[queue].broker
     return name, {b.name: b.addr for b in admin.cluster_info()}[name]
 

@@ -47,15 +47,15 @@ def test_remap_interrupted_by_sigkill_is_detected_and_repaired(local_cluster, un
 
         try:
             with pytest.raises(StaticMQError):
-                admin.static.remap(topic, brokers=["broker-1"], on_step=crash)
+                admin.remapping_static_topic(topic, brokers=["broker-1"], on_step=crash)
             time.sleep(0.3)  # not a wait: the producer keeps sending while the victim is down
             c.start_broker(victim)
-            report, _ = admin.static.status(topic)
+            report, _ = admin.static_topic_status(topic)
             assert not report.ok
             assert report.undecided == [0]
             result = admin.repair_static_topic(topic)
             assert "repaired" in result.message
-            assert admin.static.status(topic)[0].ok
+            assert admin.static_topic_status(topic)[0].ok
             repaired_at = len(acked)
             wait_until(
                 lambda: len(acked) >= repaired_at + 10,
@@ -81,18 +81,18 @@ def test_remap_interrupted_by_sigkill_is_detected_and_repaired(local_cluster, un
 def test_read_ahead_lost_to_a_broker_kill_is_read_again_after_restart(local_cluster, unique_topic) -> None:
     """A planned read asks for its next range before the current one is decoded; when the broker
     dies with that request outstanding, the next read retries it and gets the same messages."""
-    from staticmq_spark.cluster import open_cluster
-    from staticmq_spark.cluster.status import PullStatus
+    from staticmq_spark.backends import open_backend
+    from staticmq_spark.protocol.pull_status import PullStatus
 
     c = local_cluster(brokers=1, flush="sync")
     topic = unique_topic("ahead")
     bodies = [f"m{i}".encode() for i in range(3000)]
     with Admin(c.namesrv) as admin, Producer(c.namesrv, active_detection=False) as producer:
         admin.update_static_topic(topic, 1, brokers=["broker-0"])
-        wait_until(lambda: producer.routes.get(topic, refresh=True).is_static, 30, message="a static route")
+        wait_until(lambda: producer.topic_is_static(topic), 30, message="a static route")
         for i in range(0, len(bodies), 500):
             producer.send_batch(topic, bodies[i : i + 500], queue=0)
-    access = open_cluster(c.namesrv)
+    access = open_backend(c.namesrv).reader()
     try:
         addr = c.broker_addr("broker-0")
         first = access.pull_physical(topic, "broker-0", addr, 0, 0, 1000, 30.0, until=3000)

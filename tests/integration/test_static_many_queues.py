@@ -21,7 +21,7 @@ def test_static_topic_with_many_logic_queues_can_be_created_grown_and_remapped(
         assert sorted(grown.created) == list(range(queues, queues + 5))
         moved = admin.remapping_static_topic(topic, brokers=["broker-0", "broker-1"])
         assert moved.moved and all(to != "broker-2" for _, to in moved.moved.values())
-        report, _ = admin.static.status(topic)
+        report, _ = admin.static_topic_status(topic)
         assert report.ok and len(report.chains) == queues + 5
         assert {chain[-1].bname for chain in report.chains.values()} == {"broker-0", "broker-1"}
         _, view = admin.topic_route(topic)

@@ -8,8 +8,9 @@ from collections import Counter
 
 import pytest
 
+from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
+from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
-from staticmq_spark.client.rpc import Channels, invoke
 from staticmq_spark.errors import (
     InconsistentTopicError,
     InvalidArgumentError,
@@ -39,7 +40,7 @@ def test_create_spreads_logic_queues_and_every_broker_holds_a_copy(local_cluster
     with Admin(c.namesrv) as admin:
         result = admin.update_static_topic(topic, 8, cluster="DefaultCluster")
         assert sorted(Counter(result.created.values()).values()) == [2, 3, 3]
-        states = admin.static.gather(topic)
+        states = admin.broker_states(topic)
         assert all(s.mapping is not None for s in states.values())
         assert {s.mapping.epoch for s in states.values() if s.mapping} == {result.epoch}
         _, view = admin.topic_route(topic)
@@ -88,7 +89,7 @@ def test_remap_chain_keeps_every_message_in_order_with_jumps(local_cluster, uniq
         assert {o // 10_000 for o in offsets} == {0, 1, 2, 3}
         tail = read_queue(consumer, topic, 0, start=consumer.committed(topic, 0) or 0)
         assert [b for _, b in tail] == expected[21:]
-        status = admin.static.status(topic)[0]
+        status = admin.static_topic_status(topic)[0]
         assert status.ok and [i.gen for i in status.chains[0]] == [0, 1, 2, 3]
 
 
@@ -108,7 +109,7 @@ def test_growing_adds_queues_without_moving_and_shrinking_is_refused(local_clust
         first = admin.update_static_topic(topic, 3, cluster="DefaultCluster")
         grown = admin.update_static_topic(topic, 5, cluster="DefaultCluster")
         assert set(grown.created) == {3, 4} and grown.epoch >= first.epoch + 1000
-        report, _ = admin.static.status(topic)
+        report, _ = admin.static_topic_status(topic)
         assert {q: report.chains[q][-1].bname for q in range(3)} == first.created
         with pytest.raises(InvalidArgumentError, match="shrinking"):
             admin.update_static_topic(topic, 2, cluster="DefaultCluster")
@@ -129,20 +130,20 @@ def test_undecided_leader_is_writable_but_never_read_and_repair_settles_it(local
                 raise Stop
 
         with pytest.raises(Stop):
-            admin.static.remap(topic, brokers=["broker-1"], on_step=stop_at)
+            admin.remapping_static_topic(topic, brokers=["broker-1"], on_step=stop_at)
         wait_route(c.namesrv, topic, {0: "broker-1"})
         sent = producer.send(topic, b"while-undecided", queue=0)
         assert sent.queue_offset == -1 and sent.broker == "broker-1"
         assert [b for _, b in read_queue(consumer, topic, 0)] == [f"old-{i}".encode() for i in range(5)]
         assert consumer.pull(topic, 0, 5).status is PullStatus.NOT_FOUND
-        report, _ = admin.static.status(topic)
+        report, _ = admin.static_topic_status(topic)
         assert report.undecided == [0]
         with pytest.raises(InconsistentTopicError, match="undecided"):
             admin.update_static_topic(topic, 2, cluster="DefaultCluster")
         with pytest.raises(InconsistentTopicError, match="repairStaticTopic"):
             admin.remapping_static_topic(topic, brokers=["broker-0"])
         admin.repair_static_topic(topic)
-        assert admin.static.status(topic)[0].ok
+        assert admin.static_topic_status(topic)[0].ok
         rows = read_queue(consumer, topic, 0)
         assert [b for _, b in rows] == [*(f"old-{i}".encode() for i in range(5)), b"while-undecided"]
         assert rows[-1][0] == 10_000
@@ -153,7 +154,7 @@ def test_no_target_brokers_make_a_lost_broker_detectable(local_cluster, unique_t
     topic = unique_topic("static")
     with Admin(c.namesrv) as admin:
         admin.update_static_topic(topic, 1, brokers=["broker-2"])
-        states = admin.static.gather(topic)
+        states = admin.broker_states(topic)
         assert states["broker-0"].mapping is not None and states["broker-0"].mapping.hosted == {}
         c.kill_broker("broker-2")
         wait_until(
@@ -185,10 +186,10 @@ def test_broker_refuses_mappings_that_break_the_rules(local_cluster, unique_topi
     topic = unique_topic("static")
     with Admin(c.namesrv) as admin:
         admin.update_static_topic(topic, 2, cluster="DefaultCluster")
-        st = admin.static.gather(topic)["broker-0"]
+        st = admin.broker_states(topic)["broker-0"]
         assert st.mapping is not None
         good = st.mapping
-        stub = admin.stub(st.addr)
+        stub = StaticMQAdmin(c.namesrv).stub(st.addr)
         from dataclasses import replace
 
         def write(m: TopicQueueMapping) -> None:
@@ -207,7 +208,7 @@ def test_broker_refuses_mappings_that_break_the_rules(local_cluster, unique_topi
             write(good.with_chains(good.epoch, {q: (*chain, reused)}))
         with pytest.raises(MappingRejectedError, match="malformed"):
             invoke("broker-0", stub.WriteMapping, pb.WriteMappingRequest(mapping_json="{}"), 10)
-        assert admin.static.status(topic)[0].ok
+        assert admin.static_topic_status(topic)[0].ok
 
 
 def test_mapping_file_copied_to_another_broker_is_reported_and_never_served(local_cluster, unique_topic) -> None:
@@ -220,9 +221,9 @@ def test_mapping_file_copied_to_another_broker_is_reported_and_never_served(loca
         dst = c.data_dir / "broker-1" / "config" / "mappings" / f"{topic}.json"
         shutil.copy(src, dst)
         c.start_broker("broker-1")
-        state = admin.static.gather(topic)["broker-1"]
+        state = admin.broker_states(topic)["broker-1"]
         assert state.mapping is None and state.foreign_bname == "broker-0"
-        report, _ = admin.static.status(topic)
+        report, _ = admin.static_topic_status(topic)
         assert "holds a mapping file of broker 'broker-0'" in report.describe()
         log = (c.data_dir / "logs" / "broker-1.log").read_text()
         assert "belongs to broker 'broker-0'" in log
@@ -253,7 +254,7 @@ def test_delete_removes_the_static_topic_from_every_broker(local_cluster, unique
     with Admin(c.namesrv) as admin:
         admin.update_static_topic(topic, 2, cluster="DefaultCluster")
         assert sorted(admin.delete_topic(topic)) == ["broker-0", "broker-1"]
-        assert all(s.mapping is None and s.config is None for s in admin.static.gather(topic).values())
+        assert all(s.mapping is None and s.config is None for s in admin.broker_states(topic).values())
 
 
 def test_items_whose_data_retention_removed_are_dropped_from_the_chain(local_cluster, unique_topic) -> None:
@@ -276,13 +277,13 @@ def test_items_whose_data_retention_removed_are_dropped_from_the_chain(local_clu
             producer.send_batch(filler, [b"x" * 1000] * 100, queue=0)
 
         def old_segment_gone() -> bool:
-            old = admin.static.gather(topic)["broker-0"].physical[0]
+            old = admin.broker_states(topic)["broker-0"].physical[0]
             return old.min_offset == old.max_offset == 50
 
         wait_until(old_segment_gone, 15, interval_s=0.2, message="retention to delete broker-0's old segment")
         assert consumer.pull(topic, 0, 0).status is PullStatus.OFFSET_MOVED
         admin.remapping_static_topic(topic, brokers=["broker-0"])
-        report, _ = admin.static.status(topic)
+        report, _ = admin.static_topic_status(topic)
         assert report.ok
         assert [i.bname for i in report.chains[0]] == ["broker-1", "broker-0"], "the expired gen-0 item is gone"
         assert [b for _, b in read_queue(consumer, topic, 0)] == [b"new"] * 5

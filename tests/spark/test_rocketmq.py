@@ -18,9 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col
 
+from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID
 from staticmq_spark.client import PullConsumer
-from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ
-from staticmq_spark.sink.direct import ROW_ID
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 from tests.spark.helpers import (
     by_queue,
     committed_batches,

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from staticmq_spark.client import Producer, PullConsumer
 from staticmq_spark.errors import AccessDeniedError
 from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.rocketmq.local_cluster import LocalRocketMQ
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 from tests.integration.test_cli import staticmq
 
 pytestmark = pytest.mark.spark

@@ -166,7 +166,7 @@ def test_retention_of_unread_messages_fails_the_query_naming_queue_and_offsets(s
             .load()
         )
         with Admin(c.namesrv) as admin:
-            low = admin.static.status(topic)[1]["broker-0"].physical[0].min_offset
+            low = admin.static_topic_status(topic)[1]["broker-0"].physical[0].min_offset
         assert lenient.count() == 2100 - low
 
 

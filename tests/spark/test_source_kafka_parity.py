@@ -42,7 +42,7 @@ def _recreate_with_new_messages(namesrv: str, topic: str, count: int) -> None:
         admin.delete_topic(topic)
         admin.update_static_topic(topic, 1, cluster="DefaultCluster")
     with Producer(namesrv, active_detection=False) as producer:
-        wait_until(lambda: producer.routes.get(topic, refresh=True).is_static, 30, "the re-created topic's route")
+        wait_until(lambda: producer.topic_is_static(topic), 30, "the re-created topic's route")
         producer.send_batch(topic, [f"new{i}".encode() for i in range(count)], queue=0)
 
 

@@ -14,11 +14,11 @@ from broker_stub.broker.message_service import PullOutcome
 from broker_stub.broker.segment_access import _from_remote
 from broker_stub.broker.servicer import encode_pull
 from broker_stub.store.store_results import ReadResult, ReadStatus, pull_status
+from staticmq_spark.backends.staticmq.answers import pull_result
 from staticmq_spark.client import PullStatus as ClientPullStatus
-from staticmq_spark.client.results import pull_result
-from staticmq_spark.cluster.status import PullStatus as ClusterPullStatus
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pull_status import PullStatus
+from staticmq_spark.protocol.pull_status import PullStatus as ClusterPullStatus
 
 STORE_READS = [
     (ReadStatus.FOUND, PullStatus.FOUND),
@@ -60,7 +60,7 @@ def test_a_pull_answer_reaches_another_broker_and_the_client_with_its_status_unc
 def test_the_broker_imports_the_pull_status_without_the_client_cluster_layer() -> None:
     code = (
         "import sys, broker_stub.broker.app, broker_stub.broker.servicer, broker_stub.broker.consume_servicer\n"
-        "print(sorted(m for m in sys.modules if m.startswith('staticmq_spark.cluster')))"
+        "print(sorted(m for m in sys.modules if m.startswith('staticmq_spark.backends')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -14,18 +14,18 @@ import zlib
 import pyarrow as pa
 import pytest
 
-from staticmq_spark.cluster import BrokerState, parse_address
+from staticmq_spark.backends import BrokerState, parse_address
+from staticmq_spark.backends.rocketmq import fastjson
+from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
+from staticmq_spark.backends.rocketmq.connection import split_host_port
+from staticmq_spark.backends.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
+from staticmq_spark.backends.rocketmq.reader import fence_segments
+from staticmq_spark.backends.rocketmq.remoting import encode_properties, parse_mapping_detail, parse_route, sign_request
+from staticmq_spark.backends.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, decode_stored
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.rocketmq import fastjson
-from staticmq_spark.rocketmq.backend import fence_segments
-from staticmq_spark.rocketmq.batch_encode import encode_rows, properties_column
-from staticmq_spark.rocketmq.connection import split_host_port
-from staticmq_spark.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
-from staticmq_spark.rocketmq.remoting import encode_properties, parse_mapping_detail, parse_route, sign_request
-from staticmq_spark.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, decode_stored
 
 
 def stored_record(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from staticmq_spark.client.rpc import Channels
-from staticmq_spark.client.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
+from staticmq_spark.backends.staticmq.rpc import Channels
+from staticmq_spark.backends.staticmq.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
 from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress
 
 

@@ -1,0 +1,141 @@
+"""The Apache RocketMQ backend: a RocketMQ 5 cluster reached over its remoting protocol (pure
+Python, no JVM). Static topics are read physically through each broker's mapping; the sink
+sends rows directly (at least once, with a dedup key per row)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
+
+import pyarrow as pa
+
+from staticmq_spark.backends.address import ClusterAddress
+from staticmq_spark.backends.api import AT_LEAST_ONCE, ProducerSettings, TaskWrite
+from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
+from staticmq_spark.backends.rocketmq.direct_sink import write_direct
+from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
+from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
+from staticmq_spark.backends.rocketmq.reader import RocketMQReader
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
+from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, WriteSettings
+from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
+
+_STATICMQ_ONLY_PRODUCER = {
+    "order": None,
+    "retries": 2,
+    "active_detection": True,
+    "detection_interval_s": 2.0,
+    "max_request_bytes": 8 << 20,
+}
+
+
+class RocketMQSink:
+    """At least once: each task sends its rows straight to their logic queues."""
+
+    guarantee = AT_LEAST_ONCE
+
+    def __init__(self, address: ClusterAddress, security: ClientSecurity) -> None:
+        self._address = address
+        self._security = security
+        self._producer: RocketMQProducer | None = None
+        self._lock = threading.Lock()
+
+    def producer(self) -> RocketMQProducer:
+        with self._lock:
+            if self._producer is None:
+                s = self._security
+                self._producer = RocketMQProducer(self._address, credentials=s.credentials, tls_ca=s.tls_ca)
+            return self._producer
+
+    def write_task(
+        self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
+    ) -> TaskWrite:
+        return write_direct(self.producer(), settings, writer, batch, partition, batches)
+
+    def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
+        return 0  # sent rows are visible already
+
+    def aborted(self) -> str:
+        return "rows its tasks sent stay visible (at least once)"
+
+    def close(self) -> None:
+        with self._lock:
+            if self._producer is not None:
+                self._producer.close()
+                self._producer = None
+
+
+class RocketMQBackend:
+    scheme = "rocketmq"
+    capabilities = Capabilities(two_phase_staging=False, pop=False)
+
+    def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
+        self.address = address
+        self.security = security
+        self._reader: RocketMQReader | None = None
+        self._sink: RocketMQSink | None = None
+        self._lock = threading.Lock()
+
+    def _client(self, timeout_s: float = 10.0) -> RemotingClient:
+        keys = rocketmq_credentials(self.security.credentials, self.security.tls_ca)
+        return RemotingClient(self.address.hosts, credentials=keys, timeout_s=timeout_s)
+
+    def reader(self) -> RocketMQReader:
+        with self._lock:
+            if self._reader is None:
+                self._reader = RocketMQReader(self.address, self._client())
+            return self._reader
+
+    def sink(self) -> RocketMQSink:
+        with self._lock:
+            if self._sink is None:
+                self._sink = RocketMQSink(self.address, self.security)
+            return self._sink
+
+    def admin(self, *, timeout_s: float = 10.0, wait_for_ready: bool = True) -> RocketMQAdmin:
+        return RocketMQAdmin(RocketMQReader(self.address, self._client(timeout_s)))
+
+    def producer(self, settings: ProducerSettings) -> RocketMQProducer:
+        differs = sorted(k for k, v in _STATICMQ_ONLY_PRODUCER.items() if getattr(settings, k) != v)
+        if differs:
+            raise InvalidArgumentError(
+                f"Producer option(s) {differs} are staticmq-only: an Apache RocketMQ producer sends keyed rows to "
+                "murmur3(key) mod totalQueues and keyless rows round-robin, without order strategies or a selector"
+            )
+        s = self.security
+        return RocketMQProducer(
+            self.address,
+            send_timeout_s=settings.send_timeout_s,
+            request_timeout_s=settings.request_timeout_s,
+            producer_group=settings.producer_group,
+            credentials=s.credentials,
+            tls_ca=s.tls_ca,
+        )
+
+    def pull_consumer(self, *, group: str = "", request_timeout_s: float = 15.0) -> RocketMQPullConsumer:
+        s = self.security
+        return RocketMQPullConsumer(
+            self.address, group=group, request_timeout_s=request_timeout_s, credentials=s.credentials, tls_ca=s.tls_ca
+        )
+
+    def _staticmq_only(self, what: str) -> NoReturn:
+        raise UnsupportedOperationError(
+            f"{what} is staticmq-only (broker_stub's POP and lock services); on Apache RocketMQ use "
+            "PullConsumer, Producer, the Spark source and sink"
+        )
+
+    def pop_consumer(self, group: str, topic: str, **options: Any) -> NoReturn:
+        self._staticmq_only("PopConsumer")
+
+    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> NoReturn:
+        self._staticmq_only("ExclusiveConsumer")
+
+    def close(self) -> None:
+        with self._lock:
+            reader, sink = self._reader, self._sink
+            self._reader = self._sink = None
+        if reader is not None:
+            reader.close()
+        if sink is not None:
+            sink.close()

@@ -1,0 +1,147 @@
+"""One TCP connection to a RocketMQ server: requests pipelined, answers matched by `opaque`."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from staticmq_spark.backends.rocketmq.frames import RemotingCommand, decode_frame, encode_request, frame_length
+from staticmq_spark.closing import Closeable
+from staticmq_spark.errors import BrokerUnavailableError
+
+log = logging.getLogger(__name__)
+_OPAQUES = itertools.count(1)
+
+
+def split_host_port(addr: str) -> tuple[str, int]:
+    """`host:port`, `[v6]:port` or a bare IPv6 `a:b::c:port` (RocketMQ writes the last form)."""
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise BrokerUnavailableError(f"RocketMQ address {addr!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class Connection(Closeable):
+    """Thread-safe: any thread may call `request`; one reader thread completes the futures."""
+
+    def __init__(self, addr: str, connect_timeout_s: float = 3.0) -> None:
+        self.addr = addr
+        host, port = split_host_port(addr)
+        try:
+            self._sock = socket.create_connection((host, port), timeout=connect_timeout_s)
+        except OSError as exc:
+            raise BrokerUnavailableError(f"cannot connect to RocketMQ at {addr}: {exc}") from None
+        self._sock.settimeout(None)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._write_lock = threading.Lock()
+        self._pending: dict[int, Future[RemotingCommand]] = {}
+        self._pending_lock = threading.Lock()
+        self._closed: str | None = None
+        self._reader = threading.Thread(target=self._read_loop, name=f"rocketmq-{addr}", daemon=True)
+        self._reader.start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    def request(self, code: int, ext: dict[str, object], body: bytes = b"", timeout_s: float = 5.0) -> RemotingCommand:
+        return self.wait(self.submit(code, ext, body), code, timeout_s)
+
+    def submit(self, code: int, ext: dict[str, object], body: bytes = b"") -> tuple[int, Future[RemotingCommand]]:
+        """Send a request without waiting: (opaque, future of the answer); see `wait`."""
+        opaque = next(_OPAQUES) & 0x7FFFFFFF
+        future: Future[RemotingCommand] = Future()
+        with self._pending_lock:
+            if self._closed is not None:
+                raise BrokerUnavailableError(f"connection to RocketMQ at {self.addr} is closed: {self._closed}")
+            self._pending[opaque] = future
+        frame = encode_request(code, opaque, ext, body)
+        try:
+            with self._write_lock:
+                self._sock.sendall(frame)
+        except OSError as exc:
+            self._fail(f"write failed: {exc}")
+            raise BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
+        return opaque, future
+
+    def wait(self, sent: tuple[int, Future[RemotingCommand]], code: int, timeout_s: float) -> RemotingCommand:
+        opaque, future = sent
+        try:
+            return future.result(timeout=timeout_s)
+        except FutureTimeout:
+            raise BrokerUnavailableError(
+                f"RocketMQ at {self.addr} did not answer request code {code} within {timeout_s:g} s"
+            ) from None
+        finally:
+            with self._pending_lock:
+                self._pending.pop(opaque, None)
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                frame = self._read_exactly(frame_length(self._read_exactly(4)))
+                cmd = decode_frame(frame)
+                if not cmd.is_response:
+                    continue  # server -> client requests go only to clients that sent heartbeats
+                with self._pending_lock:
+                    future = self._pending.pop(cmd.opaque, None)
+                if future is not None and not future.done():
+                    future.set_result(cmd)
+        except Exception as exc:
+            self._fail(str(exc) or type(exc).__name__)
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
+            if not chunk:
+                raise ConnectionError("closed by the server")
+            chunks += chunk
+        return bytes(chunks)
+
+    def _fail(self, reason: str) -> None:
+        with self._pending_lock:
+            if self._closed is None:
+                self._closed = reason
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(
+                    BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {reason}")
+                )
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._fail("closed by the client")
+
+
+class ConnectionPool:
+    """One live connection per address; a dead one is replaced on the next request."""
+
+    def __init__(self) -> None:
+        self._conns: dict[str, Connection] = {}
+        self._lock = threading.Lock()
+
+    def get(self, addr: str) -> Connection:
+        with self._lock:
+            conn = self._conns.get(addr)
+            if conn is None or conn.closed:
+                conn = self._conns[addr] = Connection(addr)
+            return conn
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            conn.close()

@@ -1,0 +1,85 @@
+"""The sink on a backend without two-phase staging (Apache RocketMQ): at least once, with a dedup key.
+
+Each task sends its rows straight to their logic queues (murmur3(key) mod totalQueues, as on
+staticmq). Rows become visible as they are sent, so a micro-batch that Spark re-runs after a
+failure (a driver killed between the tasks' sends and the checkpoint's commit) is written again.
+Every row carries the user property `staticmq_row_id` = `<query id>:<batch id>:<partition>:<row>`,
+the same on every re-run of the same micro-batch (given a deterministic plan): a reader drops
+duplicates on it. RocketMQ's own transactional messages are not used (see docs/rocketmq.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from staticmq_spark.backends.api import TaskWrite
+from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
+from staticmq_spark.backends.targets import KEYLESS
+from staticmq_spark.backends.types import WriteSettings
+
+log = logging.getLogger(__name__)
+ROW_ID = "staticmq_row_id"
+
+
+def row_ids(writer: str, batch: int, partition: int, first: int, n: int) -> pa.Array:
+    prefix = pa.scalar(f"{writer}:{batch}:{partition}:")
+    numbers = pa.array(np.arange(first, first + n, dtype=np.int64)).cast(pa.string())
+    return pc.binary_join_element_wise(prefix, numbers, "")
+
+
+def with_row_ids(props: pa.Array | None, ids: pa.Array) -> pa.Array:
+    """The user's properties map plus `staticmq_row_id` (which wins over a user value)."""
+    n = len(ids)
+    map_type = pa.map_(pa.string(), pa.string())
+    if props is None:
+        offsets = pa.array(np.arange(n + 1, dtype=np.int32))
+        return pa.MapArray.from_arrays(offsets, pa.array([ROW_ID] * n, pa.string()), ids)
+    props = props.cast(map_type)
+    pairs = pa.StructArray.from_arrays([props.keys, props.items], ["key", "value"])  # not sliced; offsets are
+    as_list = pa.ListArray.from_arrays(pa.array(np.asarray(props.offsets)), pairs)  # null map: no entries
+    entries = pc.list_flatten(as_list)
+    parents = np.asarray(pc.list_parent_indices(as_list), dtype=np.int64)
+    flat_keys, flat_items = entries.field(0), entries.field(1)
+    user = np.asarray(pc.not_equal(flat_keys, ROW_ID).fill_null(True), dtype=bool)
+    keys = pa.concat_arrays([flat_keys.filter(pa.array(user)), pa.array([ROW_ID] * n, pa.string())])
+    items = pa.concat_arrays([flat_items.filter(pa.array(user)), ids.cast(pa.string())])
+    owner = np.concatenate([parents[user], np.arange(n, dtype=np.int64)])
+    order = pa.array(np.argsort(owner, kind="stable"))
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
+    return pa.MapArray.from_arrays(pa.array(offsets), keys.take(order), items.take(order))
+
+
+def write_direct(
+    producer: RocketMQProducer,
+    opts: WriteSettings,
+    writer: str,
+    batch: int,
+    partition: int,
+    iterator: Iterator[pa.RecordBatch],
+) -> TaskWrite:
+    rows = 0
+    for rb in iterator:
+        if not rb.num_rows:
+            continue
+        names = set(rb.schema.names)
+        col = rb.column
+        ids = row_ids(writer, batch, partition, rows, rb.num_rows)
+        queues = None
+        if "queueId" in names:
+            queues = np.asarray(col("queueId").cast(pa.int64()).fill_null(KEYLESS).to_numpy(zero_copy_only=False))
+        producer.send_batch(
+            opts.topic,
+            col("value"),
+            keys=col("key") if "key" in names else None,
+            tags=col("tags") if "tags" in names else None,
+            properties=with_row_ids(col("properties") if "properties" in names else None, ids),
+            queues=queues,
+        )
+        rows += rb.num_rows
+    return TaskWrite(writer, batch, partition, rows)

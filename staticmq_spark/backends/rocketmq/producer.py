@@ -1,0 +1,228 @@
+"""A keyed producer for RocketMQ static topics: rows go to logic queue murmur3(key) mod totalQueues,
+in SEND_BATCH_MESSAGE requests to each queue's leader (`Producer("rocketmq://…")` returns one)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from staticmq_spark.backends.address import ClusterAddress, parse_address
+from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient, TopicRoute, rocketmq_credentials
+from staticmq_spark.backends.targets import KEYLESS, row_targets
+from staticmq_spark.backends.types import SendResult
+from staticmq_spark.closing import Closeable
+from staticmq_spark.errors import InvalidArgumentError, StaticMQError
+from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.row_decode import decode_batch
+
+log = logging.getLogger(__name__)
+_PROPS = pa.map_(pa.string(), pa.string())
+
+
+def _column(values: Any, kind: pa.DataType, n: int) -> pa.Array | None:
+    if values is None:
+        return None
+    arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(list(values), kind)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if len(arr) != n:
+        raise InvalidArgumentError(f"{len(arr)} values for {n} messages")
+    return arr
+
+
+def _bodies(values: Any) -> pa.Array:
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        return arr.cast(pa.binary())
+    return pa.array([v.encode() if isinstance(v, str) else v for v in values], pa.binary())
+
+
+class RocketMQProducer(Closeable):
+    def __init__(
+        self,
+        namesrv: str | ClusterAddress,
+        *,
+        send_timeout_s: float = 30.0,
+        request_timeout_s: float = 10.0,
+        producer_group: str = "staticmq_producer",
+        client: RemotingClient | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls_ca: str | None = None,
+    ) -> None:
+        """`credentials`: the cluster's ACL keys (default: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
+        address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
+        self.client = client or RemotingClient(
+            address.hosts, credentials=rocketmq_credentials(credentials, tls_ca), timeout_s=request_timeout_s
+        )
+        self._own_client = client is None
+        self.send_timeout_s = send_timeout_s
+        self.producer_group = producer_group
+        self._routes: dict[str, TopicRoute] = {}
+        self._id = uuid.uuid4().hex[:12].upper()
+        self._seq = itertools.count()
+        self._round_robin = itertools.count()
+
+    def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        if refresh or topic not in self._routes:
+            route = self.client.route(topic)
+            if not route.is_static:
+                raise InvalidArgumentError(
+                    f"topic {topic!r} is not a static topic on this RocketMQ cluster (create it with "
+                    "`mqadmin updateStaticTopic`)"
+                )
+            self._routes[topic] = route
+        return self._routes[topic]
+
+    def send(
+        self,
+        topic: str,
+        body: bytes | str,
+        *,
+        key: str | None = None,
+        tags: str | None = None,
+        properties: dict[str, str] | None = None,
+        queue: int | None = None,
+    ) -> SendResult:
+        return self.send_batch(
+            topic,
+            [body],
+            keys=None if key is None else [key],
+            tags=None if tags is None else [tags],
+            properties=None if properties is None else [properties],
+            queue=queue,
+        )[0]
+
+    def send_arrow(self, topic: str, data: pa.RecordBatch | pa.Table) -> list[SendResult]:
+        names = set(data.schema.names)
+        body_col = "body" if "body" in names else "value"
+        if body_col not in names:
+            raise InvalidArgumentError("an Arrow batch to send needs a 'body' or 'value' column")
+        col = data.column
+        queues = None
+        if "queue_id" in names:
+            queues = np.asarray(col("queue_id").fill_null(KEYLESS).to_numpy(zero_copy_only=False), np.int64)
+        return self.send_batch(
+            topic,
+            col(body_col),
+            keys=col("key") if "key" in names else None,
+            tags=col("tags") if "tags" in names else None,
+            properties=col("properties") if "properties" in names else None,
+            queues=queues,
+        )
+
+    def send_packed(
+        self, topic: str, packed: PackedBatch, *, keys: Any = None, queue: int | None = None, queues: Any = None
+    ) -> list[SendResult]:
+        """Rows packed in staticmq's row format (protocol.codec), decoded to columns and sent."""
+        rows = decode_batch(packed, properties=True)
+        col = rows.column
+        return self.send_batch(
+            topic,
+            col("body"),
+            keys=col("key") if keys is None else keys,
+            tags=col("tags"),
+            properties=col("properties"),
+            queue=queue,
+            queues=queues,
+        )
+
+    def send_batch(
+        self,
+        topic: str,
+        bodies: Sequence[bytes | str] | pa.Array,
+        *,
+        keys: Sequence[str | None] | pa.Array | None = None,
+        tags: Sequence[str | None] | pa.Array | None = None,
+        properties: Sequence[dict[str, str] | None] | pa.Array | None = None,
+        queue: int | None = None,
+        queues: Sequence[int] | npt.NDArray[np.int64] | None = None,
+        uniq_keys: pa.Array | None = None,
+    ) -> list[SendResult]:
+        """Rows grouped by logic queue (key hash, or `queue`/`queues`, else round robin); one
+        result per request, `rows` naming the input rows it carried."""
+        body_arr = _bodies(bodies)
+        n = len(body_arr)
+        key_arr = _column(keys, pa.string(), n)
+        tag_arr = _column(tags, pa.string(), n)
+        prop_arr = _column(
+            None
+            if properties is None
+            else (
+                [list(p.items()) if p else None for p in properties]
+                if not isinstance(properties, pa.Array | pa.ChunkedArray)
+                else properties
+            ),
+            _PROPS,
+            n,
+        )
+        route = self.route(topic)
+        explicit = None if queues is None else np.asarray(queues, dtype=np.int64)
+        if queue is not None:
+            explicit = np.full(n, queue, dtype=np.int64)
+        targets = row_targets(topic, route.total_queues, n, key_arr, explicit)
+        keyless = targets == KEYLESS
+        if keyless.any():
+            targets[keyless] = next(self._round_robin) % route.total_queues
+        if uniq_keys is None:
+            prefix = f"{self._id}{next(self._seq):08X}"
+            uniq_keys = pa.array([f"{prefix}{i:08X}" for i in range(n)], pa.string())
+        props = properties_column(key_arr, tag_arr, prop_arr, uniq_keys)
+        results = []
+        order = np.argsort(targets, kind="stable")
+        sorted_targets = targets[order]
+        cuts = [0, *(np.flatnonzero(np.diff(sorted_targets)) + 1).tolist(), n]
+        for a, b in itertools.pairwise(cuts):
+            rows = order[a:b]
+            take = pa.array(rows)
+            encoded = encode_rows(body_arr.take(take), props.take(take))
+            for lo, hi in encoded.chunks():
+                answer = self._send_to_queue(topic, int(sorted_targets[a]), encoded.body(lo, hi))
+                results.append(
+                    SendResult(
+                        topic=topic,
+                        queue_id=answer[0],
+                        queue_offset=answer[1],
+                        count=hi - lo,
+                        broker=answer[2],
+                        physical_offset=-1,
+                        store_timestamp=0,
+                        rows=tuple(int(r) for r in rows[lo:hi]),
+                    )
+                )
+        return results
+
+    def _send_to_queue(self, topic: str, queue: int, body: bytes) -> tuple[int, int, str]:
+        deadline = time.monotonic() + self.send_timeout_s
+        attempt = 0
+        while True:
+            bname, addr = self.route(topic, refresh=attempt > 0).leader_addr(queue)
+            try:
+                answer = self.client.send(
+                    addr, bname, topic, queue, body, "WAIT\x01true\x02", batch=True, producer_group=self.producer_group
+                )
+                if answer.degraded:
+                    log.warning("send to %s/%d stored but %s", topic, queue, answer.degraded)
+                return answer.queue, answer.queue_offset, bname
+            except StaticMQError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    raise
+                attempt += 1
+                log.info("send to %s/%d via %s failed (%s); refreshing the route", topic, queue, bname, exc.message)
+                time.sleep(min(1.0, 0.05 * 2**attempt))
+
+    def topic_is_static(self, topic: str) -> bool:
+        return self.route(topic, refresh=True).is_static
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()

@@ -1,0 +1,252 @@
+"""The Apache RocketMQ backend of the cluster-access layer (remoting protocol, static topics)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TypeVar
+
+from staticmq_spark.backends.address import ClusterAddress
+from staticmq_spark.backends.retry import retry_read
+from staticmq_spark.backends.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError, TopicRoute
+from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
+from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
+from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
+from staticmq_spark.mapping import Chain
+from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.pull_status import PullStatus
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+CREATE_SUBSCRIPTION_GROUP = 200
+SYSTEM_ERROR = 1
+HEART_BEAT = 34
+SUBSCRIPTION_GROUP_NOT_EXIST = 26
+
+
+class RocketMQReader:
+    """Reads segments physically (`lo=false`) the way RocketMQ's brokers forward to each other:
+    the driver resolves logic offsets through every broker's TopicQueueMappingDetail."""
+
+    capabilities = Capabilities(two_phase_staging=False, pop=False)
+
+    def __init__(
+        self, address: ClusterAddress, client: RemotingClient | None = None, credentials: Credentials | None = None
+    ) -> None:
+        self.address = address
+        self.client = client or RemotingClient(address.hosts, credentials=credentials)
+        self._masters: dict[str, str] = {}
+        self._routes: dict[str, TopicRoute] = {}
+        self._lock = threading.Lock()
+        self._registered: set[tuple[str, str]] = set()
+        self._ahead: dict[tuple[str, str, int, int], Callable[[], PullAnswer]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-gather")
+
+    # ---------------------------------------------------------------- metadata
+
+    def masters(self, refresh: bool = False) -> dict[str, str]:
+        if refresh or not self._masters:
+            self._masters = self.client.brokers()
+        return self._masters
+
+    def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        with self._lock:
+            route = self._routes.get(topic)
+        if route is None or refresh:
+            route = self.client.route(topic)
+            with self._lock:
+                self._routes[topic] = route
+        return route
+
+    def topic_names(self) -> set[str]:
+        return self.client.topic_names()
+
+    def gather(self, topic: str) -> dict[str, BrokerState]:
+        masters = self.masters(refresh=True)
+        names = sorted(masters)
+        found = [s for s in self._pool.map(lambda n: self._broker_state(topic, n, masters[n]), names) if s]
+        return {s.name: s for s in fence_segments(found)}
+
+    def _broker_state(self, topic: str, name: str, addr: str) -> BrokerState | None:
+        try:
+            found = self.client.topic_config(addr, topic)
+        except BrokerUnavailableError as exc:
+            log.warning("broker %s (%s) is unreachable: %s", name, addr, exc.message)
+            return None
+        if found is None:
+            return BrokerState(name, addr, None, "", None, {})
+        config, mapping = found
+        queues: set[int] = set(range(config.write_queues))
+        if mapping is not None:
+            queues |= {i.queue for chain in mapping.hosted.values() for i in chain if i.bname == name}
+        bounds = self.client.physical_bounds(addr, topic, sorted(queues))
+        physical = {q: PhysicalBounds(lo, hi) for q, (lo, hi) in bounds.items()}
+        return BrokerState(name, addr, mapping, "", config, physical)
+
+    # ---------------------------------------------------------------- reads
+
+    def pull_physical(
+        self,
+        topic: str,
+        bname: str,
+        addr: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        retry_timeout_s: float,
+        include_properties: bool = True,
+        until: int | None = None,
+    ) -> PhysicalRead:
+        with self._lock:
+            ahead = self._ahead.pop((topic, bname, queue, offset), None)
+        target = self._masters.get(bname, addr)
+
+        def attempt(n: int) -> PullAnswer:
+            nonlocal target
+            if n == 0 and ahead is not None:
+                return ahead()
+            if n > 0:
+                target = self.masters(refresh=True).get(bname, addr)
+            return self.client.pull(target, topic, queue, offset, max_messages, logic=False, bname=bname)
+
+        answer = retry_read(f"reading {topic} queue {queue} on {bname}", retry_timeout_s, attempt)
+        if answer.status is not PullStatus.FOUND:
+            return PhysicalRead(answer.status, answer.next_offset, None)
+        if until is not None and offset < answer.next_offset < until:
+            self._pull_ahead(
+                topic, bname, target, queue, answer.next_offset, min(max_messages, until - answer.next_offset)
+            )
+        stored = decode_stored(answer.body, properties=include_properties)
+        return PhysicalRead(answer.status, answer.next_offset, stored)
+
+    def _pull_ahead(self, topic: str, bname: str, addr: str, queue: int, offset: int, count: int) -> None:
+        """Send the next pull of a planned range now; its answer arrives while this one is decoded."""
+        try:
+            waiter = self.client.submit_pull(addr, topic, queue, offset, count, logic=False, bname=bname)
+        except StaticMQError:
+            return  # the next pull_physical asks again, with retries
+        with self._lock:
+            if len(self._ahead) >= 64:  # reads abandoned half-way (a failed task) leave entries
+                self._ahead.clear()
+            self._ahead[(topic, bname, queue, offset)] = waiter
+
+    def on_leader(self, topic: str, queue: int, call: Callable[[str, str], T], timeout_s: float = 10.0) -> T:
+        """`call(bname, addr)` on the logic queue's leader. A stale route (NOT_LEADER) is refreshed;
+        a leader that forwards to another segment's broker can fail for a while - right after a
+        broker starts (before its first metadata refresh it answers SYSTEM_ERROR "cannot find addr")
+        or while that broker is slow - so such answers are retried with back-off."""
+        deadline = time.monotonic() + timeout_s
+        delay, refresh = 0.1, False
+        while True:
+            bname, addr = self.route(topic, refresh=refresh).leader_addr(queue)
+            try:
+                return call(bname, addr)
+            except (NotLeaderError, BrokerUnavailableError, RocketMQError) as exc:
+                transient = not isinstance(exc, RocketMQError) or exc.response_code == SYSTEM_ERROR
+                if not transient or time.monotonic() + delay > deadline:
+                    raise
+                log.info("%s/%d via %s: %s; retrying", topic, queue, bname, exc.message)
+                refresh = isinstance(exc, NotLeaderError | BrokerUnavailableError)
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
+
+    def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        return int(self.on_leader(topic, queue, lambda b, a: self.client.search_offset(a, topic, queue, timestamp_ms)))
+
+    def min_offset(self, topic: str, queue: int) -> int:
+        return int(self.on_leader(topic, queue, lambda b, a: self.client.min_offset(a, topic, queue)))
+
+    def max_offset(self, topic: str, queue: int) -> int:
+        return int(self.on_leader(topic, queue, lambda b, a: self.client.max_offset(a, topic, queue)))
+
+    # ---------------------------------------------------------------- group offsets
+
+    def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+        if (group, topic) not in self._registered:
+            self.register_group(group, topic)
+
+        def commit(_bname: str, addr: str) -> None:
+            try:
+                self.client.update_consumer_offset(addr, group, topic, queue, offset)
+            except RocketMQError as exc:
+                if exc.response_code != SUBSCRIPTION_GROUP_NOT_EXIST:
+                    raise
+                self.create_group(group)
+                self.client.update_consumer_offset(addr, group, topic, queue, offset)
+
+        self.on_leader(topic, queue, commit)
+
+    def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
+        found = self.on_leader(topic, queue, lambda b, a: self.client.query_consumer_offset(a, group, topic, queue))
+        return None if found is None else int(found)
+
+    def register_group(self, group: str, topic: str) -> None:
+        """One HEART_BEAT per master naming the group as a consumer of `topic`: the brokers then
+        know the group (and create its %RETRY% topic), so `mqadmin consumerProgress` shows it."""
+        consumer = {
+            "groupName": group,
+            "consumeType": "CONSUME_ACTIVELY",
+            "messageModel": "CLUSTERING",
+            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+            "subscriptionDataSet": [
+                {
+                    "topic": topic,
+                    "subString": "*",
+                    "tagsSet": [],
+                    "codeSet": [],
+                    "subVersion": 0,
+                    "expressionType": "TAG",
+                    "classFilterMode": False,
+                }
+            ],
+            "unitMode": False,
+        }
+        body = json.dumps(
+            {"clientID": f"staticmq@{os.getpid()}", "producerDataSet": [], "consumerDataSet": [consumer]}
+        ).encode()
+        for name, addr in self.masters(refresh=True).items():
+            resp = self.client.call(addr, HEART_BEAT, {}, body)
+            if resp.code != 0:
+                log.warning("heartbeat for group %s to %s answered %d: %s", group, name, resp.code, resp.remark)
+        self._registered.add((group, topic))
+
+    def create_group(self, group: str) -> None:
+        """The subscription group on every master (RocketMQ stores offsets only for known groups)."""
+        body = json.dumps({"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True}).encode()
+        for name, addr in self.masters(refresh=True).items():
+            resp = self.client.call(addr, CREATE_SUBSCRIPTION_GROUP, {}, body)
+            if resp.code != 0:
+                raise RocketMQError(f"creating group {group!r} on {name} failed: {resp.remark}", resp.code)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+        self.client.close()
+
+
+def fence_segments(states: list[BrokerState]) -> list[BrokerState]:
+    """RocketMQ never writes an item's endOffset (it stays -1): an item that no longer leads ends at
+    its physical queue's max offset, which is final because only the leader accepts sends."""
+    maxima = {(s.name, q): o.max_offset for s in states for q, o in s.physical.items()}
+    out = []
+    for state in states:
+        if state.mapping is None:
+            out.append(state)
+            continue
+        hosted = {q: _fenced(chain, maxima) for q, chain in state.mapping.hosted.items()}
+        out.append(replace(state, mapping=state.mapping.with_chains(state.mapping.epoch, hosted)))
+    return out
+
+
+def _fenced(chain: Chain, maxima: dict[tuple[str, int], int]) -> Chain:
+    items = list(chain)
+    for i, item in enumerate(items[:-1]):
+        end = maxima.get((item.bname, item.queue))
+        if item.end_offset < 0 and end is not None:
+            items[i] = replace(item, end_offset=max(end, item.start_offset))
+    return tuple(items)

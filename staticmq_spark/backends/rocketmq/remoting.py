@@ -1,0 +1,445 @@
+"""The RocketMQ client API: one method per request code, over pooled connections (MQClientAPIImpl's role).
+
+Every id and offset here is what travels on the wire: `logic=True` sends a logic queue id to its
+leader (the broker resolves the static mapping); `logic=False` sets `lo=false` for a physical read.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from staticmq_spark.backends.rocketmq import fastjson
+from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode, code_name
+from staticmq_spark.backends.rocketmq.connection import ConnectionPool
+from staticmq_spark.backends.rocketmq.frames import RemotingCommand
+from staticmq_spark.errors import (
+    AccessDeniedError,
+    BrokerUnavailableError,
+    InvalidArgumentError,
+    InvalidOptionError,
+    NotLeaderError,
+    StaticMQError,
+    TopicNotFoundError,
+)
+from staticmq_spark.mapping import MappingItem, TopicQueueMapping
+from staticmq_spark.protocol.auth import Credentials, credentials_of
+from staticmq_spark.protocol.pull_status import PullStatus
+from staticmq_spark.protocol.topic import TopicConfig
+
+MOCK_BROKER_PREFIX = "__syslo__"
+DEFAULT_PULL_GROUP = "staticmq_reader"
+
+
+class RocketMQError(StaticMQError):
+    """RocketMQ answered a request with an error code; `response_code` is RocketMQ's number."""
+
+    code = "ROCKETMQ_ERROR"
+
+    def __init__(self, message: str, response_code: int = -1) -> None:
+        super().__init__(message)
+        self.response_code = response_code
+
+
+def sign_request(credentials: Credentials, ext: dict[str, str], body: bytes) -> None:
+    """RocketMQ's AclClientRPCHook: HmacSHA1 over the sorted extFields values, then the body."""
+    ext["AccessKey"] = credentials.access_key
+    if credentials.security_token:
+        ext["SecurityToken"] = credentials.security_token
+    content = "".join(ext[k] for k in sorted(ext) if k != "Signature").encode() + body
+    digest = hmac.new(credentials.secret_key.encode(), content, hashlib.sha1).digest()
+    ext["Signature"] = base64.b64encode(digest).decode()
+
+
+ACCESS_KEY_ENV = "ROCKETMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "ROCKETMQ_SECRET_KEY"
+
+
+def credentials_from(access_key: str = "", secret_key: str = "") -> Credentials | None:
+    """Keys given, else ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY from the environment, else None."""
+    access_key = access_key or os.environ.get(ACCESS_KEY_ENV, "")
+    secret_key = secret_key or os.environ.get(SECRET_KEY_ENV, "")
+    if bool(access_key) != bool(secret_key):
+        raise InvalidArgumentError("RocketMQ credentials need both an access key and a secret key")
+    return Credentials(access_key, secret_key) if access_key else None
+
+
+def rocketmq_credentials(credentials: Credentials | tuple[str, str] | None, tls_ca: str | None) -> Credentials | None:
+    """A client's `credentials=` for RocketMQ (None: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY); TLS to
+    RocketMQ's remoting port is not built, so a CA file is refused rather than ignored."""
+    if tls_ca:
+        raise InvalidOptionError("TLS (tls_ca / tlsCaFile / --tls-ca) applies to staticmq clusters, not rocketmq://")
+    return credentials_of(credentials)  # None: RemotingClient reads the environment
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRoute:
+    topic: str
+    masters: dict[str, str]  # broker name -> master address
+    total_queues: int  # 0 for a dynamic topic
+    leaders: dict[int, str]  # logic queue -> broker name (static topics)
+    epochs: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_static(self) -> bool:
+        return self.total_queues > 0
+
+    def leader_addr(self, queue: int) -> tuple[str, str]:
+        bname = self.leaders.get(queue)
+        if bname is None or bname not in self.masters:
+            raise BrokerUnavailableError(f"logic queue {queue} of {self.topic!r} has no live leader in the route")
+        return bname, self.masters[bname]
+
+
+@dataclass(frozen=True, slots=True)
+class PullAnswer:
+    status: PullStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    offset_delta: int
+    body: bytes
+    remark: str
+
+
+@dataclass(frozen=True, slots=True)
+class SendAnswer:
+    queue: int
+    queue_offset: int  # -1 while a remapped queue's new logic offset is undecided
+    msg_id: str
+    degraded: str  # "" or the name of a stored-but-late code (FLUSH_DISK_TIMEOUT, ...)
+
+
+def parse_route(topic: str, body: bytes) -> TopicRoute:
+    raw = fastjson.loads(body)
+    masters = {
+        b["brokerName"]: b["brokerAddrs"]["0"] for b in raw.get("brokerDatas", []) if "0" in b.get("brokerAddrs", {})
+    }
+    infos = sorted((raw.get("topicQueueMappingByBroker") or {}).values(), key=lambda i: int(i.get("epoch", 0)))
+    leaders: dict[int, str] = {}
+    total = 0
+    for info in infos:  # oldest epoch first: a newer epoch overwrites a stale leader
+        total = max(total, int(info.get("totalQueues", 0)))
+        for logic_id in info.get("currIdMap") or {}:
+            leaders[int(logic_id)] = info["bname"]
+    return TopicRoute(topic, masters, total, leaders, {i["bname"]: int(i.get("epoch", 0)) for i in infos})
+
+
+def parse_mapping_detail(topic: str, detail: dict[str, Any]) -> TopicQueueMapping:
+    hosted = {
+        int(q): tuple(
+            MappingItem(
+                queue=int(i["queueId"]),
+                bname=str(i["bname"]),
+                gen=int(i.get("gen", 0)),
+                logic_offset=int(i.get("logicOffset", -1)),
+                start_offset=int(i.get("startOffset", 0)),
+                end_offset=int(i.get("endOffset", -1)),
+                time_of_start=int(i.get("timeOfStart", -1)),
+                time_of_end=int(i.get("timeOfEnd", -1)),
+            )
+            for i in items
+        )
+        for q, items in (detail.get("hostedQueues") or {}).items()
+    }
+    return TopicQueueMapping(
+        topic=topic,
+        bname=str(detail["bname"]),
+        epoch=int(detail.get("epoch", 0)),
+        total_queues=int(detail.get("totalQueues", 0)),
+        hosted=hosted,
+    )
+
+
+def encode_properties(props: dict[str, str]) -> str:
+    """RocketMQ's properties string: `name \\x01 value \\x02` per entry."""
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items() if k and v != "")
+
+
+class RemotingClient:
+    """Name-server lookups and broker calls; thread-safe, one connection per address."""
+
+    def __init__(self, namesrv: tuple[str, ...], credentials: Credentials | None = None, timeout_s: float = 5.0):
+        if not namesrv:
+            raise InvalidArgumentError("a RocketMQ client needs at least one name server address")
+        self.namesrv = namesrv
+        self.credentials = credentials if credentials is not None else credentials_from()
+        self.timeout_s = timeout_s
+        self.pool = ConnectionPool()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _fields(self, ext: dict[str, object], body: bytes) -> dict[str, str]:
+        """extFields as strings, signed when the cluster has ACL credentials."""
+        fields = {
+            k: ("true" if v is True else "false" if v is False else str(v)) for k, v in ext.items() if v is not None
+        }
+        if self.credentials is not None:
+            sign_request(self.credentials, fields, body)
+        return fields
+
+    def call(
+        self, addr: str, code: int, ext: dict[str, object], body: bytes = b"", timeout_s: float | None = None
+    ) -> RemotingCommand:
+        fields = self._fields(ext, body)
+        return self.pool.get(addr).request(code, dict(fields), body, timeout_s or self.timeout_s)
+
+    def namesrv_call(self, code: int, ext: dict[str, object]) -> RemotingCommand:
+        order = list(self.namesrv)
+        random.shuffle(order)
+        errors = []
+        for addr in order:
+            try:
+                return self.call(addr, code, ext)
+            except BrokerUnavailableError as exc:
+                errors.append(exc.message)
+        raise BrokerUnavailableError("no RocketMQ name server answered: " + "; ".join(errors))
+
+    # ---------------------------------------------------------------- name server
+
+    def route(self, topic: str) -> TopicRoute:
+        resp = self.namesrv_call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": True})
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist on the RocketMQ cluster ({resp.remark})")
+        _check(resp, f"route of {topic!r}")
+        return parse_route(topic, resp.body)
+
+    def brokers(self) -> dict[str, str]:
+        """Every broker name -> its master address, from the name server's cluster info."""
+        resp = self.namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        _check(resp, "cluster info")
+        table = fastjson.loads(resp.body).get("brokerAddrTable", {})
+        return {name: b["brokerAddrs"]["0"] for name, b in table.items() if "0" in b.get("brokerAddrs", {})}
+
+    def topic_names(self) -> set[str]:
+        """Every topic the name servers know (RocketMQ's TopicList body: {"topicList": [...]})."""
+        resp = self.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+        _check(resp, "topic list")
+        return {str(t) for t in fastjson.loads(resp.body).get("topicList", [])}
+
+    # ---------------------------------------------------------------- topic metadata on one broker
+
+    def topic_config(self, addr: str, topic: str) -> tuple[TopicConfig, TopicQueueMapping | None] | None:
+        resp = self.call(addr, RequestCode.GET_TOPIC_CONFIG, {"topic": topic, "lo": True})
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        _check(resp, f"topic config of {topic!r} at {addr}")
+        raw = fastjson.loads(resp.body)
+        mapping = parse_mapping_detail(topic, raw["mappingDetail"]) if raw.get("mappingDetail") else None
+        config = TopicConfig(
+            name=topic,
+            read_queues=int(raw.get("readQueueNums", 0)),
+            write_queues=int(raw.get("writeQueueNums", 0)),
+            perm=int(raw.get("perm", 6)),
+            is_static=mapping is not None,
+            order="strict" if raw.get("order") else "",
+            total_queues=mapping.total_queues if mapping else 0,
+        )
+        return config, mapping
+
+    # ---------------------------------------------------------------- offsets
+
+    def _offset(self, code: int, addr: str, topic: str, queue: int, logic: bool, **extra: object) -> int:
+        ext: dict[str, object] = {"topic": topic, "queueId": queue, **extra}
+        if not logic:
+            ext["lo"] = False
+        resp = self.call(addr, code, ext)
+        _check(resp, f"{RequestCode(code).name} of {topic}/{queue} at {addr}")
+        return int(resp.ext.get("offset", resp.ext.get("timestamp", "-1")))
+
+    def physical_bounds(self, addr: str, topic: str, queues: list[int]) -> dict[int, tuple[int, int]]:
+        """(min, max) of several physical queues of one broker: every request is sent before the
+        first answer is awaited (one round trip instead of two per queue)."""
+        conn = self.pool.get(addr)
+        sent = []
+        for q in queues:
+            for code in (RequestCode.GET_MIN_OFFSET, RequestCode.GET_MAX_OFFSET):
+                fields = self._fields({"topic": topic, "queueId": q, "lo": False}, b"")
+                sent.append((q, code, conn.submit(code, dict(fields))))
+        found: dict[int, list[int]] = {}
+        for q, code, pending in sent:
+            resp = conn.wait(pending, code, self.timeout_s)
+            _check(resp, f"{RequestCode(code).name} of {topic}/{q} at {addr}")
+            found.setdefault(q, []).append(int(resp.ext.get("offset", "-1")))
+        return {q: (v[0], v[1]) for q, v in found.items()}
+
+    def max_offset(self, addr: str, topic: str, queue: int, logic: bool = True) -> int:
+        return self._offset(RequestCode.GET_MAX_OFFSET, addr, topic, queue, logic)
+
+    def min_offset(self, addr: str, topic: str, queue: int, logic: bool = True) -> int:
+        return self._offset(RequestCode.GET_MIN_OFFSET, addr, topic, queue, logic)
+
+    def search_offset(self, addr: str, topic: str, queue: int, timestamp_ms: int, logic: bool = True) -> int:
+        return self._offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, topic, queue, logic, timestamp=timestamp_ms)
+
+    def earliest_store_time(self, addr: str, topic: str, queue: int, logic: bool = True) -> int:
+        return self._offset(RequestCode.GET_EARLIEST_MSG_STORETIME, addr, topic, queue, logic)
+
+    def query_consumer_offset(self, addr: str, group: str, topic: str, queue: int) -> int | None:
+        ext = {"consumerGroup": group, "topic": topic, "queueId": queue, "setZeroIfNotFound": False}
+        resp = self.call(addr, RequestCode.QUERY_CONSUMER_OFFSET, ext)
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        _check(resp, f"offset of group {group!r} on {topic}/{queue}")
+        return int(resp.ext["offset"])
+
+    def update_consumer_offset(self, addr: str, group: str, topic: str, queue: int, offset: int) -> None:
+        ext = {"consumerGroup": group, "topic": topic, "queueId": queue, "commitOffset": offset}
+        _check(
+            self.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, ext), f"commit of group {group!r} on {topic}/{queue}"
+        )
+
+    # ---------------------------------------------------------------- pull and send
+
+    def pull(
+        self,
+        addr: str,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        *,
+        logic: bool,
+        group: str = DEFAULT_PULL_GROUP,
+        bname: str | None = None,
+        suspend_ms: int = 0,
+    ) -> PullAnswer:
+        return self.submit_pull(
+            addr, topic, queue, offset, max_messages, logic=logic, group=group, bname=bname, suspend_ms=suspend_ms
+        )()
+
+    def submit_pull(
+        self,
+        addr: str,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        *,
+        logic: bool,
+        group: str = DEFAULT_PULL_GROUP,
+        bname: str | None = None,
+        suspend_ms: int = 0,
+    ) -> Callable[[], PullAnswer]:
+        """Send a pull now; the returned function waits for its answer (pulls can be pipelined)."""
+        sys_flag = 0x4 | (0x2 if suspend_ms > 0 else 0)  # SUBSCRIPTION (stateless: "*"), SUSPEND
+        ext: dict[str, object] = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": queue,
+            "queueOffset": offset,
+            "maxMsgNums": max_messages,
+            "sysFlag": sys_flag,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": suspend_ms,
+            "subscription": "*",
+            "subVersion": 0,
+            "expressionType": "TAG",
+            "bname": bname,
+        }
+        if not logic:
+            ext["lo"] = False
+        fields = self._fields(ext, b"")
+        conn = self.pool.get(addr)
+        sent = conn.submit(RequestCode.PULL_MESSAGE, dict(fields))
+        timeout = self.timeout_s + suspend_ms / 1000
+
+        def answer() -> PullAnswer:
+            resp = conn.wait(sent, RequestCode.PULL_MESSAGE, timeout)
+            return _pull_answer(resp, f"pull of {topic}/{queue}@{offset} at {addr}", offset)
+
+        return answer
+
+    def send(
+        self,
+        addr: str,
+        bname: str,
+        topic: str,
+        queue: int,
+        body: bytes,
+        properties: str,
+        *,
+        batch: bool = False,
+        producer_group: str = "staticmq_producer",
+    ) -> SendAnswer:
+        ext: dict[str, object] = {
+            "a": producer_group,
+            "b": topic,
+            "c": "TBW102",
+            "d": 4,
+            "e": queue,
+            "f": 0,
+            "g": int(time.time() * 1000),
+            "h": 0,
+            "i": properties,
+            "j": 0,
+            "k": False,
+            "m": batch,
+            "n": bname,
+        }
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        resp = self.call(addr, code, ext, body)
+        degraded = ""
+        if resp.code in (10, 11, 12):
+            degraded = code_name(resp.code)
+        else:
+            _check(resp, f"send to {topic}/{queue} at {bname}")
+        return SendAnswer(
+            queue=int(resp.ext.get("queueId", queue)),
+            queue_offset=int(resp.ext.get("queueOffset", -1)),
+            msg_id=resp.ext.get("msgId", ""),
+            degraded=degraded,
+        )
+
+
+_PULL_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MESSAGE,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.RETRY_AT_NEXT,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_MOVED,
+}
+
+
+def _pull_answer(resp: RemotingCommand, what: str, offset: int) -> PullAnswer:
+    status = _PULL_STATUS.get(resp.code)
+    if status is None:
+        _check(resp, what)
+        raise AssertionError("unreachable")
+    h = resp.ext
+    return PullAnswer(
+        status=status,
+        next_offset=int(h.get("nextBeginOffset", offset)),
+        min_offset=int(h.get("minOffset", 0)),
+        max_offset=int(h.get("maxOffset", 0)),
+        offset_delta=int(h.get("offsetDelta", 0) or 0),
+        body=resp.body if status is PullStatus.FOUND else b"",
+        remark=resp.remark or "",
+    )
+
+
+def _check(resp: RemotingCommand, what: str) -> None:
+    if resp.code == ResponseCode.SUCCESS:
+        return
+    text = f"RocketMQ refused the {what}: {code_name(resp.code)} ({resp.code}): {resp.remark or ''}".rstrip(": ")
+    if resp.code == ResponseCode.NOT_LEADER_FOR_QUEUE:
+        raise NotLeaderError(text)
+    if resp.code == ResponseCode.NO_PERMISSION:
+        raise AccessDeniedError(
+            f"{text} (give the cluster's keys: the accessKey/secretKey options, or {ACCESS_KEY_ENV} and "
+            f"{SECRET_KEY_ENV} in the environment)"
+        )
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        raise TopicNotFoundError(text)
+    if resp.code in (ResponseCode.SYSTEM_BUSY, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.GO_AWAY):
+        raise BrokerUnavailableError(text)
+    if resp.code in (ResponseCode.INVALID_PARAMETER, ResponseCode.MESSAGE_ILLEGAL):
+        raise InvalidArgumentError(text)
+    raise RocketMQError(text, resp.code)

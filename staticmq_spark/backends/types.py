@@ -1,0 +1,273 @@
+"""The seam's value types, without protobuf: what every backend answers and the layers above use.
+
+Pulled messages travel as columns (`MessageColumns`, then Arrow), never as one object per message.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from staticmq_spark.mapping.views import BrokerState, PhysicalBounds
+from staticmq_spark.protocol.ack_outcomes import AckOutcome
+from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.codec import DECODED_SCHEMA
+from staticmq_spark.protocol.pull_status import PullStatus
+from staticmq_spark.protocol.route_view import QueueAddress
+
+__all__ = [
+    "PLAIN",
+    "PULLED_SCHEMA",
+    "AckResult",
+    "BrokerState",
+    "BrokerSummary",
+    "Capabilities",
+    "ClientSecurity",
+    "GroupSummary",
+    "MessageColumns",
+    "OperationResult",
+    "PhysicalBounds",
+    "PhysicalRead",
+    "PopMessage",
+    "ProgressRow",
+    "PullResult",
+    "PullStatus",
+    "QueueAddress",
+    "QueueOffsets",
+    "QueueStatus",
+    "RefusedAck",
+    "ResetRow",
+    "SendResult",
+    "TopicSummary",
+    "WriteSettings",
+    "empty_pulled_batch",
+    "pulled_columns",
+]
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    two_phase_staging: bool  # the sink stages rows and commits them once (exactly-once sink)
+    pop: bool  # POP consumption and exclusive (locked) consumption
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True, slots=True)
+class MessageColumns:
+    """`columns` in protocol.codec.DECODED_SCHEMA (key, tags, body, properties, born_timestamp),
+    with each message's physical queue offset and store time (ms)."""
+
+    columns: pa.RecordBatch
+    queue_offsets: I64
+    store_timestamps: I64
+
+    @property
+    def count(self) -> int:
+        return int(self.columns.num_rows)
+
+
+@dataclass(frozen=True, slots=True)
+class PhysicalRead:
+    status: PullStatus
+    next_offset: int  # physical
+    messages: MessageColumns | None  # FOUND only
+
+
+PULLED_SCHEMA = pa.schema(
+    [
+        ("queue_offset", pa.int64()),
+        *DECODED_SCHEMA,
+        ("store_timestamp", pa.int64()),
+        ("physical_offset", pa.int64()),
+    ]
+)
+
+
+def empty_pulled_batch() -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in PULLED_SCHEMA], schema=PULLED_SCHEMA)
+
+
+def pulled_columns(messages: MessageColumns, offset_delta: int) -> pa.RecordBatch:
+    """Decoded messages (any backend) as PULLED_SCHEMA: logic offset first, physical last."""
+    physical = messages.queue_offsets
+    columns = [
+        pa.array(physical + offset_delta, pa.int64()),
+        *messages.columns.columns,
+        pa.array(messages.store_timestamps, pa.int64()),
+        pa.array(physical, pa.int64()),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=PULLED_SCHEMA)
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    status: PullStatus
+    topic: str
+    queue_id: int
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    broker: str
+    offset_delta: int
+    batch: pa.RecordBatch  # PULLED_SCHEMA; queue_offset is already in logic space
+
+    @property
+    def count(self) -> int:
+        return int(self.batch.num_rows)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """Rows as dicts (for printing and small tools; the batch is the fast path)."""
+        return list(self.batch.to_pylist())
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOffsets:
+    queue: QueueAddress
+    min_offset: int
+    max_offset: int
+    last_store_timestamp: int
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    topic: str
+    queue_id: int
+    queue_offset: int  # offset of the first message; -1 while a static leader's offset is undecided
+    count: int
+    broker: str
+    physical_offset: int
+    store_timestamp: int
+    duplicate: bool = False
+    rows: tuple[int, ...] | None = None  # which input rows this request carried, when grouped
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSettings:
+    """How the sink writes (parsed once from the sink's options)."""
+
+    namesrv: str
+    topic: str
+    order: str | None = None
+    send_timeout_ms: int = 60_000
+    active_detection: bool = True
+    request_bytes: int = 8 << 20
+    security: ClientSecurity = PLAIN
+
+
+# ---------------------------------------------------------------------------- administration
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSummary:
+    name: str
+    cluster: str
+    addr: str
+    last_heartbeat: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    broker: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_store_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class OperationResult:
+    topic: str
+    epoch: int
+    total_queues: int
+    moved: dict[int, tuple[str, str]]  # logic queue -> (from broker, to broker)
+    created: dict[int, str]  # logic queue -> broker
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRow:
+    group: str
+    topic: str
+    queue_id: int  # the logic queue of a static topic, else the physical queue
+    broker: str  # the leader broker of a static topic's logic queue
+    broker_offset: int
+    consumer_offset: int | None  # None: the group never committed on this queue
+    last_commit: int  # ms since epoch, 0 without a commit
+    lag: int | None  # messages stored after the consumer offset (logic jumps not counted)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSummary:
+    topic: str
+    static: bool
+    total_queues: int  # logic queues of a static topic, else the sum of write queues
+    brokers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group: str
+    topics: tuple[str, ...]
+    last_commit: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResetRow:
+    topic: str
+    queue_id: int
+    broker: str
+    before: int | None
+    after: int
+
+
+# ---------------------------------------------------------------------------- pop consumption
+
+
+class PopMessage(NamedTuple):
+    """One popped message (immutable). `handle` is the opaque receipt handle that acks it."""
+
+    topic: str
+    body: bytes
+    key: str | None
+    tags: str | None
+    properties: Mapping[str, str]
+    queue_id: int  # logic queue on a static topic; the origin queue of a retried message
+    queue_offset: int  # logic offset on a static topic; the origin offset of a retried message
+    reconsume_times: int  # deliveries before this one
+    handle: bytes
+    broker: str  # the broker that popped it: its ack goes there
+    born_timestamp: int
+    store_timestamp: int
+    invisible_until: int  # ms since epoch (broker clock): acks after it are refused
+    retried: bool  # came back through the retry topic
+
+    @property
+    def receipt_handle(self) -> str:
+        """The receipt handle as text (URL-safe base64)."""
+        return base64.urlsafe_b64encode(self.handle).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedAck:
+    message: PopMessage
+    outcome: AckOutcome
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    acked: int
+    refused: tuple[RefusedAck, ...] = ()
