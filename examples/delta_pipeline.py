@@ -1,4 +1,4 @@
-"""Bronze and gold Delta tables from a static topic (the README's "Delta Lake" example).
+"""Bronze and gold Delta tables from a static topic (the example of docs/delta.md).
 
     python examples/delta_pipeline.py --namesrv 127.0.0.1:9876 --topic orders --lake /tmp/lake
 Runs with Trigger.AvailableNow: lands what the topic holds now, prints the gold table, exits.

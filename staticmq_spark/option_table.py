@@ -2,7 +2,7 @@
 
 Keys are case-insensitive (as Spark's are); an alias maps to its option; an unknown key, a value of
 the wrong type or a value outside the allowed ones fails at once, naming the option (as documented,
-in camelCase) and what it accepts. The README's option tables are tested against these declarations
+in camelCase) and what it accepts. The option tables of docs/options.md are tested against these declarations
 (`tests/unit/test_option_table.py`).
 """
 

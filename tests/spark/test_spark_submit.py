@@ -44,7 +44,7 @@ def test_the_example_job_runs_under_spark_submit(spark, cluster, tmp_path: Path)
         capture_output=True,
         text=True,
         timeout=600,
-        cwd=ROOT,  # as the README runs it: conf/spark-defaults.conf names conf/log4j2.properties
+        cwd=ROOT,  # as docs/deployment.md runs it: conf/spark-defaults.conf names conf/log4j2.properties
     )
     assert out.returncode == 0, out.stderr[-4000:]
     assert "default log4j profile" not in out.stderr, "the shipped conf/log4j2.properties is used"

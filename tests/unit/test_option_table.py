@@ -1,5 +1,5 @@
 """Source and sink options: declared once, parsed case-insensitively with aliases, errors that name
-the option and what it accepts, and README tables that list exactly the declared options."""
+the option and what it accepts, and docs/options.md tables that list exactly the declared options."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from staticmq_spark.option_table import OptionTable
 from staticmq_spark.sink.options import SINK_OPTIONS, parse_sink_options
 from staticmq_spark.source.options import SOURCE_OPTIONS, parse_source_options
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPTIONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 BASE = {"namesrv": "127.0.0.1:9876", "topic": "orders"}
 
 
-def _readme_tables() -> list[set[str]]:
-    """Option names in the first column of each `| option | meaning |` table of the README."""
+def _options_page_tables() -> list[set[str]]:
+    """Option names in the first column of each `| option | meaning |` table of docs/options.md."""
     tables: list[set[str]] = []
     rows: set[str] | None = None
-    for line in README.read_text().splitlines():
+    for line in OPTIONS_PAGE.read_text().splitlines():
         if line.startswith("| option | meaning |"):
             rows = set()
             tables.append(rows)
@@ -36,8 +36,8 @@ def _declared(table: OptionTable) -> set[str]:
     return {name for o in table.options.values() for name in (o.name, *o.aliases)}
 
 
-def test_readme_option_tables_list_exactly_the_declared_options() -> None:
-    source_table, sink_table = _readme_tables()[:2]
+def test_options_page_tables_list_exactly_the_declared_options() -> None:
+    source_table, sink_table = _options_page_tables()[:2]
     assert source_table == _declared(SOURCE_OPTIONS)
     assert sink_table == _declared(SINK_OPTIONS)
 
