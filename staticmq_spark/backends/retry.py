@@ -1,5 +1,5 @@
 """Retrying an operation while its failures are transient (a broker down or restarting): the one
-back-off loop of the project, for planning, commits and reads alike."""
+back-off policy of the project (`backoff_s`) and its loop, for planning, commits, reads and sends."""
 
 from __future__ import annotations
 
@@ -12,6 +12,15 @@ from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+FIRST_S = 0.05  # the first wait
+MAX_S = 1.0  # no wait is longer: a broker that comes back is used within a second
+
+
+def backoff_s(attempt: int, deadline: float | None = None) -> float:
+    """How long to wait before retry number `attempt` (1, 2, ...): doubling from FIRST_S up to
+    MAX_S, and never past `deadline` (a time.monotonic() value)."""
+    wait: float = min(MAX_S, FIRST_S * 2.0 ** max(0, attempt - 1))
+    return wait if deadline is None else max(0.0, min(wait, deadline - time.monotonic()))
 
 
 def retrying(what: str, timeout_s: float, call: Callable[[int], T]) -> T:
@@ -28,7 +37,7 @@ def retrying(what: str, timeout_s: float, call: Callable[[int], T]) -> T:
                 raise
             attempt += 1
             log.warning("%s failed (%s); retrying", what, exc.message)
-            time.sleep(min(2.0, 0.1 * 2**attempt))
+            time.sleep(backoff_s(attempt, deadline))
 
 
 def retry_read(what: str, timeout_s: float, call: Callable[[int], T]) -> T:

@@ -37,16 +37,28 @@ def row_targets(topic: str, total: int, n: int, keys: Any = None, queues: Any = 
     return targets
 
 
+def target_runs(targets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64] | None, list[tuple[int, int, int]]]:
+    """The one grouping of rows by target: `(order, runs)` where `order` sorts the rows by target
+    (stable: a queue's rows keep their input order; None when every row has the same target) and
+    each run `(target, a, b)` covers positions [a, b) of the sorted rows."""
+    n = len(targets)
+    if n == 0:
+        return None, []
+    first = int(targets[0])
+    if bool(np.all(targets == first)):
+        return None, [(first, 0, n)]
+    order = np.argsort(targets, kind="stable")
+    ordered = targets[order]
+    cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), n]
+    return order, [(int(ordered[a]), a, b) for a, b in itertools.pairwise(cuts)]
+
+
 def group_rows(
     packed: PackedBatch, targets: npt.NDArray[np.int64]
 ) -> list[tuple[int, PackedBatch, npt.NDArray[np.int64]]]:
     """Rows grouped by target queue (with their input row indices), order kept within a group."""
-    first = int(targets[0])
-    if bool(np.all(targets == first)):
-        return [(first, packed, np.arange(packed.count, dtype=np.int64))]
-    order = np.argsort(targets, kind="stable")
+    order, runs = target_runs(targets)
+    if order is None:
+        return [(target, packed, np.arange(packed.count, dtype=np.int64)) for target, _, _ in runs]
     ordered = take_rows(packed, order)
-    sorted_targets = targets[order]
-    cuts = np.flatnonzero(np.diff(sorted_targets)) + 1
-    bounds = [0, *cuts.tolist(), len(order)]
-    return [(int(sorted_targets[a]), ordered.slice(a, b), order[a:b]) for a, b in itertools.pairwise(bounds)]
+    return [(target, ordered.slice(a, b), order[a:b]) for target, a, b in runs]

@@ -1,57 +1,132 @@
-"""The package graph reads top-down: broker_stub imports only the pure layers of staticmq_spark,
-staticmq_spark reaches broker_stub through one entry point (the server commands), and no module
-imports another that imports it back at load time."""
+"""The package graph reads top-down, and the rule is a test that can fail:
+
+- broker_stub imports only the pure layers of staticmq_spark, and staticmq_spark reaches
+  broker_stub through one entry point (the server commands);
+- no module imports another that imports it back, counting imports inside functions and under
+  `if TYPE_CHECKING:` (an import is an import wherever it is written);
+- above the seam (client, source, sink, cli, demo and the Spark glue) nothing speaks a wire: no
+  grpc, protobuf, generated stubs, protocol module that touches them, or backend implementation.
+  The backends are reached through `backends/` (interfaces, types, registry) alone.
+
+Lazy imports kept for start-up time: the registry's backend entry points (importlib, see
+backends/registry.py: a process that reads broker_stub never loads the RocketMQ code).
+"""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PURE = ("staticmq_spark.errors", "staticmq_spark.mapping", "staticmq_spark.protocol", "staticmq_spark.hashing")
+ABOVE_SEAM = (
+    "staticmq_spark.client",
+    "staticmq_spark.source",
+    "staticmq_spark.sink",
+    "staticmq_spark.cli",
+    "staticmq_spark.demo",
+    "staticmq_spark.data_source",
+    "staticmq_spark.option_table",
+    "staticmq_spark.spark_session",
+    "staticmq_spark.lakehouse",
+)
+WIRES = ("grpc", "google.protobuf", "staticmq_spark.protocol.pb")
+BACKEND_IMPLEMENTATIONS = (
+    "staticmq_spark.backends.staticmq",
+    "staticmq_spark.backends.rocketmq",
+    "staticmq_spark.backends.memory",
+)
 
 
-def _imports(path: Path, *, load_time_only: bool = False) -> set[str]:
-    """Modules `path` imports; `load_time_only`: those imported when the module loads (not inside
-    functions or `if TYPE_CHECKING:` blocks)."""
-    tree = ast.parse(path.read_text())
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _imports(source: str, *, load_time_only: bool = False) -> set[str]:
+    """Modules `source` imports (`from a import b` counts as a and, where b is a module, a.b);
+    `load_time_only`: those imported when the module loads (not in functions or TYPE_CHECKING)."""
     found: set[str] = set()
 
-    def visit(node: ast.AST, top: bool) -> None:
+    def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
                 if not load_time_only:
-                    visit(child, top)
+                    visit(child)
                 continue
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                if not load_time_only:
-                    visit(child, False)
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and load_time_only:
                 continue
             if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
                 found.add(child.module)
+                found.update(f"{child.module}.{alias.name}" for alias in child.names)
             elif isinstance(child, ast.Import):
                 found.update(alias.name for alias in child.names)
-            visit(child, top)
+            visit(child)
 
-    visit(tree, True)
+    visit(ast.parse(source))
     return found
 
 
-def _modules(package: str) -> dict[str, Path]:
+def _modules(package: str) -> dict[str, str]:
     out = {}
     for path in (ROOT / package).rglob("*.py"):
         if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
             continue
         parts = path.relative_to(ROOT).with_suffix("").parts
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path.read_text()
     return out
+
+
+def _graph(sources: Mapping[str, str], *, load_time_only: bool = False) -> dict[str, set[str]]:
+    return {
+        name: {m for m in _imports(src, load_time_only=load_time_only) if m in sources and m != name}
+        for name, src in sources.items()
+    }
+
+
+def find_cycles(sources: Mapping[str, str]) -> list[str]:
+    """Each import circle once (as its members, sorted), counting every import statement."""
+    graph = _graph(sources)
+    cycles: set[str] = set()
+    for start in graph:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, trail = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    cycles.add(" -> ".join([*trail, start]) if len(trail) < 2 else " <-> ".join(sorted(trail)))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*trail, nxt]))
+    return sorted(cycles)
+
+
+def wire_imports_above_the_seam(sources: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(module above the seam, what it imports that speaks a wire or is a backend's own code)."""
+    wire_protocol = {
+        name
+        for name, src in sources.items()
+        if name.startswith("staticmq_spark.protocol.") and any(_under(m, WIRES) for m in _imports(src))
+    }
+    bad = []
+    for name, src in sorted(sources.items()):
+        if not _under(name, ABOVE_SEAM):
+            continue
+        for imported in sorted(_imports(src)):
+            if _under(imported, WIRES + BACKEND_IMPLEMENTATIONS) or imported in wire_protocol:
+                bad.append((name, imported))
+    return bad
+
+
+def _all_sources() -> dict[str, str]:
+    return {**_modules("staticmq_spark"), **_modules("broker_stub")}
 
 
 def test_broker_stub_imports_only_the_pure_layers_of_staticmq_spark() -> None:
     bad = {
         (name, imported)
-        for name, path in _modules("broker_stub").items()
-        for imported in _imports(path)
+        for name, src in _modules("broker_stub").items()
+        for imported in _imports(src)
         if imported.startswith("staticmq_spark") and not imported.startswith(PURE)
     }
     assert not bad
@@ -60,29 +135,31 @@ def test_broker_stub_imports_only_the_pure_layers_of_staticmq_spark() -> None:
 def test_staticmq_spark_reaches_broker_stub_only_through_its_launch_module() -> None:
     users = {
         (name, imported)
-        for name, path in _modules("staticmq_spark").items()
-        for imported in _imports(path)
-        if imported.startswith("broker_stub")
+        for name, src in _modules("staticmq_spark").items()
+        for imported in _imports(src)
+        if imported.startswith("broker_stub") and imported.count(".") == 1
     }
     assert users and all(imported == "broker_stub.launch" for _, imported in users)
     assert {name for name, _ in users} == {"staticmq_spark.cli.server_cmds"}
 
 
-def test_no_module_imports_itself_back_at_load_time() -> None:
-    modules = {**_modules("staticmq_spark"), **_modules("broker_stub")}
-    graph = {
-        name: {m for m in _imports(path, load_time_only=True) if m in modules and m != name}
-        for name, path in modules.items()
-    }
-    cycles = []
-    for start in graph:
-        stack, seen = [(start, [start])], set()
-        while stack:
-            node, trail = stack.pop()
-            for nxt in graph[node]:
-                if nxt == start:
-                    cycles.append(" -> ".join([*trail, start]))
-                elif nxt not in seen:
-                    seen.add(nxt)
-                    stack.append((nxt, [*trail, nxt]))
-    assert not cycles, cycles[:5]
+def test_no_module_imports_itself_back_even_from_inside_a_function() -> None:
+    assert not find_cycles(_all_sources())
+
+
+def test_nothing_above_the_seam_imports_a_wire_or_a_backend_implementation() -> None:
+    assert not wire_imports_above_the_seam(_all_sources())
+
+
+def test_the_layer_checks_fail_on_a_planted_import() -> None:
+    sources = _all_sources()
+    planted_circle = dict(sources)
+    planted_circle["staticmq_spark.backends.types"] += "\n\ndef _late() -> None:\n    import staticmq_spark.client\n"
+    assert any("staticmq_spark.client" in c for c in find_cycles(planted_circle))
+    hidden = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from staticmq_spark.backends.staticmq import rpc\n"
+    planted_wire = dict(sources)
+    planted_wire["staticmq_spark.sink.writer"] += hidden
+    planted_wire["staticmq_spark.source.executor"] += "\n\ndef _raw() -> None:\n    import grpc\n"
+    found = wire_imports_above_the_seam(planted_wire)
+    assert ("staticmq_spark.sink.writer", "staticmq_spark.backends.staticmq") in found
+    assert ("staticmq_spark.source.executor", "grpc") in found

@@ -1,25 +1,46 @@
-"""RocketMQ remoting request and response codes (the subset staticmq speaks)."""
+"""RocketMQ remoting request and response codes (`RequestCode.java`, `ResponseCode.java`,
+`RemotingSysResponseCode.java` of RocketMQ 5.5), and the one table from a response code to the
+staticmq error it raises."""
 
 from __future__ import annotations
 
 from enum import IntEnum
 
+from staticmq_spark.errors import (
+    AccessDeniedError,
+    BrokerUnavailableError,
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+    NotLeaderError,
+    StaticMQError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
+
 
 class RequestCode(IntEnum):
-    SEND_MESSAGE_V2 = 310
-    SEND_BATCH_MESSAGE = 320
+    SEND_MESSAGE = 10
     PULL_MESSAGE = 11
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
+    UPDATE_AND_CREATE_TOPIC = 17
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
     GET_MIN_OFFSET = 31
     GET_EARLIEST_MSG_STORETIME = 32
     HEART_BEAT = 34
+    GET_CONSUMER_LIST_BY_GROUP = 38
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    GET_TOPIC_STATS_INFO = 202
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    SEND_MESSAGE_V2 = 310
+    SEND_BATCH_MESSAGE = 320
     GET_TOPIC_CONFIG = 351
+    LITE_PULL_MESSAGE = 361
+    UPDATE_AND_CREATE_STATIC_TOPIC = 513
 
 
 class ResponseCode(IntEnum):
@@ -34,13 +55,23 @@ class ResponseCode(IntEnum):
     SERVICE_NOT_AVAILABLE = 14
     NO_PERMISSION = 16
     TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
     PULL_NOT_FOUND = 19
     PULL_RETRY_IMMEDIATELY = 20
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    FILTER_DATA_NOT_EXIST = 27
     INVALID_PARAMETER = 29
+    NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
+    FLOW_CONTROL = 215
     NOT_LEADER_FOR_QUEUE = 501
+    ILLEGAL_OPERATION = 604
     GO_AWAY = 1500
 
 
@@ -48,15 +79,29 @@ class ResponseCode(IntEnum):
 STORED_DEGRADED = frozenset(
     {ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.FLUSH_SLAVE_TIMEOUT}
 )
+
+# The staticmq error each refusal raises (retriable ones are those whose class is retriable);
+# a code not listed (SYSTEM_ERROR, SUBSCRIPTION_GROUP_NOT_EXIST, ...) raises RocketMQError with the code,
+# which callers that can act on it (create the group, retry a forwarding leader) look at.
+ERRORS: dict[ResponseCode, type[StaticMQError]] = {
+    ResponseCode.SYSTEM_BUSY: BrokerUnavailableError,
+    ResponseCode.SERVICE_NOT_AVAILABLE: BrokerUnavailableError,
+    ResponseCode.GO_AWAY: BrokerUnavailableError,
+    ResponseCode.FLOW_CONTROL: BrokerUnavailableError,
+    ResponseCode.POLLING_FULL: BrokerUnavailableError,
+    ResponseCode.NOT_LEADER_FOR_QUEUE: NotLeaderError,
+    ResponseCode.NO_PERMISSION: AccessDeniedError,
+    ResponseCode.TOPIC_NOT_EXIST: TopicNotFoundError,
+    ResponseCode.TOPIC_EXIST_ALREADY: TopicExistsError,
+    ResponseCode.SUBSCRIPTION_NOT_EXIST: NotFoundError,
+    ResponseCode.INVALID_PARAMETER: InvalidArgumentError,
+    ResponseCode.MESSAGE_ILLEGAL: InvalidArgumentError,
+    ResponseCode.SUBSCRIPTION_PARSE_FAILED: InvalidArgumentError,
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: InvalidArgumentError,
+    ResponseCode.ILLEGAL_OPERATION: ConflictError,
+}
 # Worth another try on the same or a refreshed route.
-RETRIABLE = frozenset(
-    {
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.NOT_LEADER_FOR_QUEUE,
-        ResponseCode.GO_AWAY,
-    }
-)
+RETRIABLE = frozenset(code for code, error in ERRORS.items() if error.retriable)
 
 
 def code_name(code: int) -> str:
@@ -64,3 +109,11 @@ def code_name(code: int) -> str:
         return ResponseCode(code).name
     except ValueError:
         return f"code {code}"
+
+
+def error_for(code: int) -> type[StaticMQError] | None:
+    """The staticmq error a refusal with `code` raises (None: RocketMQError with the code)."""
+    try:
+        return ERRORS.get(ResponseCode(code))
+    except ValueError:
+        return None

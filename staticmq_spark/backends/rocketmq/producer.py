@@ -15,6 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.backends.address import ClusterAddress, parse_address
+from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, TopicRoute, rocketmq_credentials
 from staticmq_spark.backends.targets import KEYLESS, row_targets
@@ -218,7 +219,7 @@ class RocketMQProducer(Closeable):
                     raise
                 attempt += 1
                 log.info("send to %s/%d via %s failed (%s); refreshing the route", topic, queue, bname, exc.message)
-                time.sleep(min(1.0, 0.05 * 2**attempt))
+                time.sleep(backoff_s(attempt, deadline))
 
     def topic_is_static(self, topic: str) -> bool:
         return self.route(topic, refresh=True).is_static

@@ -13,7 +13,9 @@ from dataclasses import replace
 from typing import TypeVar
 
 from staticmq_spark.backends.address import ClusterAddress
-from staticmq_spark.backends.retry import retry_read
+from staticmq_spark.backends.read_ahead import ReadAhead
+from staticmq_spark.backends.retry import backoff_s, retry_read
+from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode
 from staticmq_spark.backends.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError, TopicRoute
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
@@ -24,10 +26,6 @@ from staticmq_spark.protocol.pull_status import PullStatus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-CREATE_SUBSCRIPTION_GROUP = 200
-SYSTEM_ERROR = 1
-HEART_BEAT = 34
-SUBSCRIPTION_GROUP_NOT_EXIST = 26
 
 
 class RocketMQReader:
@@ -45,7 +43,7 @@ class RocketMQReader:
         self._routes: dict[str, TopicRoute] = {}
         self._lock = threading.Lock()
         self._registered: set[tuple[str, str]] = set()
-        self._ahead: dict[tuple[str, str, int, int], Callable[[], PullAnswer]] = {}
+        self._ahead: ReadAhead[Callable[[], PullAnswer]] = ReadAhead()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-gather")
 
     # ---------------------------------------------------------------- metadata
@@ -103,8 +101,7 @@ class RocketMQReader:
         include_properties: bool = True,
         until: int | None = None,
     ) -> PhysicalRead:
-        with self._lock:
-            ahead = self._ahead.pop((topic, bname, queue, offset), None)
+        ahead = self._ahead.take((topic, bname, queue, offset))
         target = self._masters.get(bname, addr)
 
         def attempt(n: int) -> PullAnswer:
@@ -131,10 +128,7 @@ class RocketMQReader:
             waiter = self.client.submit_pull(addr, topic, queue, offset, count, logic=False, bname=bname)
         except StaticMQError:
             return  # the next pull_physical asks again, with retries
-        with self._lock:
-            if len(self._ahead) >= 64:  # reads abandoned half-way (a failed task) leave entries
-                self._ahead.clear()
-            self._ahead[(topic, bname, queue, offset)] = waiter
+        self._ahead.put((topic, bname, queue, offset), waiter)
 
     def on_leader(self, topic: str, queue: int, call: Callable[[str, str], T], timeout_s: float = 10.0) -> T:
         """`call(bname, addr)` on the logic queue's leader. A stale route (NOT_LEADER) is refreshed;
@@ -142,19 +136,19 @@ class RocketMQReader:
         broker starts (before its first metadata refresh it answers SYSTEM_ERROR "cannot find addr")
         or while that broker is slow - so such answers are retried with back-off."""
         deadline = time.monotonic() + timeout_s
-        delay, refresh = 0.1, False
+        attempt, refresh = 0, False
         while True:
             bname, addr = self.route(topic, refresh=refresh).leader_addr(queue)
             try:
                 return call(bname, addr)
             except (NotLeaderError, BrokerUnavailableError, RocketMQError) as exc:
-                transient = not isinstance(exc, RocketMQError) or exc.response_code == SYSTEM_ERROR
-                if not transient or time.monotonic() + delay > deadline:
+                transient = not isinstance(exc, RocketMQError) or exc.response_code == ResponseCode.SYSTEM_ERROR
+                if not transient or time.monotonic() + backoff_s(attempt + 1) > deadline:
                     raise
                 log.info("%s/%d via %s: %s; retrying", topic, queue, bname, exc.message)
                 refresh = isinstance(exc, NotLeaderError | BrokerUnavailableError)
-                time.sleep(delay)
-                delay = min(1.0, delay * 2)
+                attempt += 1
+                time.sleep(backoff_s(attempt, deadline))
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
         return int(self.on_leader(topic, queue, lambda b, a: self.client.search_offset(a, topic, queue, timestamp_ms)))
@@ -175,7 +169,7 @@ class RocketMQReader:
             try:
                 self.client.update_consumer_offset(addr, group, topic, queue, offset)
             except RocketMQError as exc:
-                if exc.response_code != SUBSCRIPTION_GROUP_NOT_EXIST:
+                if exc.response_code != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
                     raise
                 self.create_group(group)
                 self.client.update_consumer_offset(addr, group, topic, queue, offset)
@@ -211,8 +205,8 @@ class RocketMQReader:
             {"clientID": f"staticmq@{os.getpid()}", "producerDataSet": [], "consumerDataSet": [consumer]}
         ).encode()
         for name, addr in self.masters(refresh=True).items():
-            resp = self.client.call(addr, HEART_BEAT, {}, body)
-            if resp.code != 0:
+            resp = self.client.call(addr, RequestCode.HEART_BEAT, {}, body)
+            if resp.code != ResponseCode.SUCCESS:
                 log.warning("heartbeat for group %s to %s answered %d: %s", group, name, resp.code, resp.remark)
         self._registered.add((group, topic))
 
@@ -220,8 +214,8 @@ class RocketMQReader:
         """The subscription group on every master (RocketMQ stores offsets only for known groups)."""
         body = json.dumps({"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True}).encode()
         for name, addr in self.masters(refresh=True).items():
-            resp = self.client.call(addr, CREATE_SUBSCRIPTION_GROUP, {}, body)
-            if resp.code != 0:
+            resp = self.client.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+            if resp.code != ResponseCode.SUCCESS:
                 raise RocketMQError(f"creating group {group!r} on {name} failed: {resp.remark}", resp.code)
 
     def close(self) -> None:

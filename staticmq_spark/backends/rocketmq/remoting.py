@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from staticmq_spark.backends.rocketmq import fastjson
-from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode, code_name
+from staticmq_spark.backends.rocketmq.codes import STORED_DEGRADED, RequestCode, ResponseCode, code_name, error_for
 from staticmq_spark.backends.rocketmq.connection import ConnectionPool
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.errors import (
@@ -25,7 +25,6 @@ from staticmq_spark.errors import (
     BrokerUnavailableError,
     InvalidArgumentError,
     InvalidOptionError,
-    NotLeaderError,
     StaticMQError,
     TopicNotFoundError,
 )
@@ -388,7 +387,7 @@ class RemotingClient:
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         resp = self.call(addr, code, ext, body)
         degraded = ""
-        if resp.code in (10, 11, 12):
+        if resp.code in STORED_DEGRADED:
             degraded = code_name(resp.code)
         else:
             _check(resp, f"send to {topic}/{queue} at {bname}")
@@ -429,17 +428,12 @@ def _check(resp: RemotingCommand, what: str) -> None:
     if resp.code == ResponseCode.SUCCESS:
         return
     text = f"RocketMQ refused the {what}: {code_name(resp.code)} ({resp.code}): {resp.remark or ''}".rstrip(": ")
-    if resp.code == ResponseCode.NOT_LEADER_FOR_QUEUE:
-        raise NotLeaderError(text)
-    if resp.code == ResponseCode.NO_PERMISSION:
-        raise AccessDeniedError(
-            f"{text} (give the cluster's keys: the accessKey/secretKey options, or {ACCESS_KEY_ENV} and "
+    error = error_for(resp.code)
+    if error is None:
+        raise RocketMQError(text, resp.code)
+    if error is AccessDeniedError:
+        text += (
+            f" (give the cluster's keys: the accessKey/secretKey options, or {ACCESS_KEY_ENV} and "
             f"{SECRET_KEY_ENV} in the environment)"
         )
-    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-        raise TopicNotFoundError(text)
-    if resp.code in (ResponseCode.SYSTEM_BUSY, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.GO_AWAY):
-        raise BrokerUnavailableError(text)
-    if resp.code in (ResponseCode.INVALID_PARAMETER, ResponseCode.MESSAGE_ILLEGAL):
-        raise InvalidArgumentError(text)
-    raise RocketMQError(text, resp.code)
+    raise error(text)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.staticmq.route import RouteCache
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
 from staticmq_spark.backends.targets import KEYLESS
@@ -77,7 +78,7 @@ class Delivery:
                     f"({'strict order: not moved to another queue; ' if fixed_strict else ''}"
                     f"brokers tried: {', '.join(tried) or 'none'}): {error.message}"
                 )
-            time.sleep(min(1.0, 0.05 * 2**attempt, max(0.0, deadline - time.monotonic())))
+            time.sleep(backoff_s(attempt, deadline))
 
     def candidates(self, route: TopicRouteView, target: int) -> list[QueueAddress]:
         if target == KEYLESS:

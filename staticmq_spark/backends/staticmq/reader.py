@@ -4,10 +4,10 @@ one read-ahead per queue, offsets by time and group offsets."""
 from __future__ import annotations
 
 import logging
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from staticmq_spark.backends.address import ClusterAddress
+from staticmq_spark.backends.read_ahead import ReadAhead
 from staticmq_spark.backends.retry import retry_read
 from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
 from staticmq_spark.backends.staticmq.answers import packed_columns
@@ -32,8 +32,7 @@ class StaticMQReader:
         self.admin = StaticMQAdmin(str(address), wait_for_ready=False, channels=Channels(security))
         self._consumers: dict[str, StaticMQPullConsumer] = {}
         self._addrs: dict[str, str] = {}
-        self._lock = threading.Lock()
-        self._ahead: dict[tuple[str, str, int, int], Future[bytes]] = {}
+        self._ahead: ReadAhead[Future[bytes]] = ReadAhead(lambda future: future.cancel())
         # One long-lived thread makes the read-ahead calls: a gRPC `future()` on a sync channel
         # starts a new channel thread whenever none is running, which cost a worker ~15% of its CPU.
         self._ahead_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="staticmq-read-ahead")
@@ -86,8 +85,7 @@ class StaticMQReader:
         until: int | None = None,
     ) -> PhysicalRead:
         request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=max_messages, physical=True)
-        with self._lock:
-            ahead = self._ahead.pop((topic, bname, queue, offset), None)
+        ahead = self._ahead.take((topic, bname, queue, offset))
         target = self._addr(bname, addr, refresh=False)
 
         def attempt(n: int) -> bytes:
@@ -115,18 +113,10 @@ class StaticMQReader:
         request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=count, physical=True)
         method = self.admin.channels.raw_pull(target)
         future = self._ahead_thread.submit(invoke, bname, method, request, PULL_TIMEOUT_S, wait_for_ready=False)
-        with self._lock:
-            if len(self._ahead) >= 64:  # reads abandoned half-way (a failed task) leave entries
-                for stale in self._ahead.values():
-                    stale.cancel()
-                self._ahead.clear()
-            self._ahead[(topic, bname, queue, offset)] = future
+        self._ahead.put((topic, bname, queue, offset), future)
 
     def close(self) -> None:
-        with self._lock:
-            for future in self._ahead.values():
-                future.cancel()
-            self._ahead.clear()
+        self._ahead.clear()
         self._ahead_thread.shutdown(wait=False, cancel_futures=True)
         for consumer in self._consumers.values():
             consumer.close()

@@ -4,7 +4,6 @@ chunks - no per-row request. Clients are shared per Python worker process (the b
 
 from __future__ import annotations
 
-import itertools
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from staticmq_spark.backends.staticmq.delivery import Delivery
 from staticmq_spark.backends.staticmq.route import RouteCache
 from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, ReachabilityDetector
-from staticmq_spark.backends.targets import KEYLESS, row_targets
+from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
 from staticmq_spark.protocol.auth import ClientSecurity
@@ -114,17 +113,13 @@ class Stager:
         except StaticMQError:
             encode_columns_to_buffer(col("value"), **columns)  # a row that cannot be encoded is reported first
             raise
-        order = None
-        if not bool(np.all(targets == targets[0])):
-            order = np.argsort(targets, kind="stable")
-            targets = targets[order]
+        order, runs = target_runs(targets)
         data, sizes = encode_columns_to_buffer(col("value"), **columns, order=order)
         starts = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=starts[1:])
-        cuts = [0, *(np.flatnonzero(np.diff(targets)) + 1).tolist(), len(targets)]
         full = []
-        for a, b in itertools.pairwise(cuts):
-            target, nbytes = int(targets[a]), int(starts[b] - starts[a])
+        for target, a, b in runs:
+            nbytes = int(starts[b] - starts[a])
             pending = self._pending.setdefault(target, _Pending())
             pending.pieces.append(data.slice(int(starts[a]), nbytes))
             pending.sizes.append(sizes[a:b])
