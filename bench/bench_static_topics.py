@@ -65,7 +65,7 @@ SPAN = 4  # segments per resolved range in test b
 def wait_leader(admin: Admin, producer: Producer, topic: str, bname: str) -> None:
     """The name server learns a remap with the brokers' next heartbeat: wait until it routes there."""
     deadline = time.monotonic() + 30
-    while admin.topic_route(topic)[1].write_queues[0].broker != bname:
+    while admin.route_view(topic).write_queues[0].broker != bname:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the route of {topic} never moved to {bname}")
         time.sleep(0.05)

@@ -1,9 +1,15 @@
 """Connector options declared once: name, type, default, aliases and docs, for the source and the sink.
 
 Keys are case-insensitive (as Spark's are); an alias maps to its option; an unknown key, a value of
+<<<<<<< HEAD
 the wrong type or a value outside the allowed ones fails at once, naming the option (as documented,
 in camelCase) and what it accepts. The option tables of docs/options.md are tested against these declarations
 (`tests/unit/test_option_table.py`).
+=======
+the wrong type or a value outside the allowed ones fails at once, naming the option as the user wrote
+it (alias and case included; as documented, in camelCase, when it was not given) and what it accepts.
+The README's option tables are tested against these declarations (`tests/unit/test_option_table.py`).
+>>>>>>> option-names
 """
 
 from __future__ import annotations
@@ -77,13 +83,14 @@ class OptionTable:
         for option in self.options.values():
             if option.required and not given.get(option.name.lower(), ("", ""))[1].strip():
                 raise InvalidOptionError(f"{self.side} option {option.name!r} is required: {option.doc}")
-        return ParsedOptions(self, {k: v for k, (_, v) in given.items()})
+        return ParsedOptions(self, {k: v for k, (_, v) in given.items()}, {k: key for k, (key, _) in given.items()})
 
 
 @dataclass(frozen=True)
 class ParsedOptions:
     table: OptionTable
-    values: dict[str, str]
+    values: dict[str, str]  # canonical (lower case) -> value given
+    keys: dict[str, str]  # canonical (lower case) -> the key as the user wrote it (an alias, any case)
 
     def __contains__(self, name: str) -> bool:
         return name.lower() in self.values
@@ -95,8 +102,12 @@ class ParsedOptions:
         option = self._option(name)
         return self.values.get(name.lower(), option.default)
 
+    def key(self, name: str) -> str:
+        """The option as errors name it: the key the user wrote, else its documented name."""
+        return self.keys.get(name.lower(), self._option(name).name)
+
     def error(self, name: str, problem: str) -> InvalidOptionError:
-        return InvalidOptionError(f"{self.table.side} option {self._option(name).name!r} {problem}")
+        return InvalidOptionError(f"{self.table.side} option {self.key(name)!r} {problem}")
 
     def text(self, name: str) -> str:
         value = self.raw(name)
@@ -151,6 +162,6 @@ SECURITY_OPTIONS = (
 
 def client_security(opts: ParsedOptions) -> ClientSecurity:
     """`accessKey`/`secretKey`/`tlsCaFile` as the ClientSecurity every connection of the query uses."""
-    names = "options 'accessKey' and 'secretKey'"
+    names = f"options {opts.key('accessKey')!r} and {opts.key('secretKey')!r}"
     credentials = credentials_from_keys(opts.text("accessKey"), opts.text("secretKey"), names)
     return ClientSecurity(credentials, opts.text("tlsCaFile") or None)

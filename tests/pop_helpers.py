@@ -37,7 +37,7 @@ def wait_topic(namesrv: str, topic: str, timeout: float = 10) -> None:
     """Block until the name server routes `topic` (e.g. a DLQ the broker just created)."""
     with Admin(namesrv) as admin:
         wait_until(
-            lambda: admin.topic_route(topic),
+            lambda: admin.route_view(topic),
             timeout,
             interval_s=0.1,
             message=f"the name server to route {topic}",
@@ -49,7 +49,7 @@ def wait_leader(namesrv: str, topic: str, queue: int, broker: str, timeout: floa
     """Block until the route of static `topic` names `broker` as the leader of `queue`."""
     with Admin(namesrv) as admin:
         wait_until(
-            lambda: admin.topic_route(topic)[1].write_queues[queue].broker == broker,
+            lambda: admin.route_view(topic).write_queues[queue].broker == broker,
             timeout,
             message=f"{broker} to lead queue {queue} of {topic}",
         )

@@ -34,6 +34,7 @@ from staticmq_spark.backends.types import (
 )
 from staticmq_spark.mapping import ConsistencyReport
 from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.route_view import TopicRouteView
 from staticmq_spark.protocol.topic import TopicConfig
 
 
@@ -231,7 +232,11 @@ class ClusterAdmin(Protocol):
         ...
 
     def topic_route(self, topic: str) -> dict[str, Any]:
-        """The route as RocketMQ's `topicRoute` prints it (JSON-ready)."""
+        """The route as `staticmq admin topicRoute --json` prints it."""
+        ...
+
+    def route_view(self, topic: str) -> TopicRouteView:
+        """The route as clients use it: each (logic) queue and the broker serving it."""
         ...
 
     def topic_list(self) -> list[TopicSummary]: ...

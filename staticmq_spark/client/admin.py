@@ -24,6 +24,7 @@ from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.closing import Closeable
 from staticmq_spark.mapping import ConsistencyReport
 from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.route_view import TopicRouteView
 from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
 
 
@@ -78,6 +79,10 @@ class Admin(Closeable):
     def topic_route(self, topic: str) -> dict[str, Any]:
         """The topic's route as `topicRoute --json` prints it."""
         return self._port.topic_route(topic)
+
+    def route_view(self, topic: str) -> TopicRouteView:
+        """The route as clients use it: each (logic) queue and the broker serving it."""
+        return self._port.route_view(topic)
 
     def topic_status(self, topic: str) -> list[QueueStatus]:
         """Per physical queue min/max offsets of a dynamic topic, asked from each broker."""

@@ -1,5 +1,6 @@
 """Options of the staticmq source, parsed once (keys are case-insensitive) into frozen values.
-An unknown key, a malformed value or a contradiction fails at once, naming the option."""
+An unknown key, a malformed value or a contradiction fails at once, naming the option as the user
+wrote it (`ParsedOptions.key`)."""
 
 from __future__ import annotations
 
@@ -125,19 +126,20 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
     opts = SOURCE_OPTIONS.parse(raw)
     topics, pattern = _subscription(opts)
     starting = _starting(opts, topics, pattern, default="latest" if streaming else "earliest")
-    ending = _offsets_spec("endingOffsets", opts.text("endingOffsets"), topics, pattern, allow_earliest=False)
+    ending = _offsets_spec(opts, "endingOffsets", opts.text("endingOffsets"), topics, pattern, allow_earliest=False)
     if not streaming and (starting.kind == "latest" or LATEST in starting.values()):
         raise InvalidOptionError(
-            "option 'startingOffsets': a batch query cannot start at latest (it would read nothing); "
+            f"option {opts.key('startingOffsets')!r}: a batch query cannot start at latest (it would read nothing); "
             "use earliest, JSON offsets or a timestamp"
         )
     if streaming and "endingOffsets" in opts:
-        raise InvalidOptionError("option 'endingOffsets' applies to batch queries only (spark.read)")
+        raise InvalidOptionError(f"option {opts.key('endingOffsets')!r} applies to batch queries only (spark.read)")
     max_rows = opts.positive("maxMessagesPerTrigger")
     min_rows = opts.positive("minMessagesPerTrigger")
     if max_rows is not None and min_rows is not None and min_rows > max_rows:
         raise InvalidOptionError(
-            f"minMessagesPerTrigger ({min_rows}) is larger than maxMessagesPerTrigger ({max_rows})"
+            f"option {opts.key('minMessagesPerTrigger')!r} ({min_rows}) is larger than "
+            f"option {opts.key('maxMessagesPerTrigger')!r} ({max_rows})"
         )
     return SourceOptions(
         namesrv=cluster_address(opts),
@@ -151,7 +153,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         max_trigger_delay_ms=opts.duration_ms("maxTriggerDelay"),
         fail_on_data_loss=opts.flag("failOnDataLoss"),
         include_properties=opts.flag("includeProperties"),
-        group=_group(opts.text("group")),
+        group=_group(opts),
         pull_batch_size=opts.positive("pullBatchSize") or 10_000,
         retry_timeout_ms=opts.positive("retryTimeoutMs") or 120_000,
         security=client_security(opts),
@@ -164,23 +166,25 @@ def _subscription(opts: ParsedOptions) -> tuple[tuple[str, ...], str]:
     if len(given) != 1:
         raise InvalidOptionError(
             "give exactly one of the options 'topic' (a static topic, or several separated by commas) "
-            f"and 'topicPattern' (a regular expression); got {given or 'neither'}"
+            f"and 'topicPattern' (a regular expression); got {[opts.key(k) for k in given] or 'neither'}"
         )
     if given == ["topicPattern"]:
         pattern = opts.text("topicPattern").strip()
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise InvalidOptionError(f"option 'topicPattern': {pattern!r} is not a regular expression: {exc}") from None
+            raise InvalidOptionError(
+                f"option {opts.key('topicPattern')!r}: {pattern!r} is not a regular expression: {exc}"
+            ) from None
         return (), pattern
     topics = []
     for name in opts.text("topic").split(","):
         try:
             topics.append(validate_topic(name.strip()))
         except InvalidArgumentError as exc:
-            raise InvalidOptionError(f"option 'topic': {exc.message}") from None
+            raise InvalidOptionError(f"option {opts.key('topic')!r}: {exc.message}") from None
     if len(set(topics)) != len(topics):
-        raise InvalidOptionError(f"option 'topic' names a topic twice: {opts.text('topic')!r}")
+        raise InvalidOptionError(f"option {opts.key('topic')!r} names a topic twice: {opts.text('topic')!r}")
     return tuple(topics), ""
 
 
@@ -188,18 +192,26 @@ def _starting(opts: ParsedOptions, topics: tuple[str, ...], pattern: str, defaul
     given = [k for k in ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp") if k in opts]
     if len(given) > 1:
         raise InvalidOptionError(
-            f"give only one of startingOffsets, startingTimestamp, startingOffsetsByTimestamp (got {given})"
+            "give only one of startingOffsets, startingTimestamp, startingOffsetsByTimestamp "
+            f"(got {[opts.key(k) for k in given]})"
         )
     if "startingTimestamp" in opts:
-        return StartSpec("timestamp", timestamp=_int("startingTimestamp", opts.text("startingTimestamp"), minimum=0))
+        timestamp = _int(opts.key("startingTimestamp"), opts.text("startingTimestamp"), minimum=0)
+        return StartSpec("timestamp", timestamp=timestamp)
     if "startingOffsetsByTimestamp" in opts:
         value = opts.text("startingOffsetsByTimestamp")
-        return StartSpec("timestamps", per_topic=_topic_json("startingOffsetsByTimestamp", value, topics, pattern, 0))
+        return StartSpec(
+            "timestamps", per_topic=_topic_json(opts, "startingOffsetsByTimestamp", value, topics, pattern, 0)
+        )
     value = opts.text("startingOffsets") if "startingOffsets" in opts else default
-    return _offsets_spec("startingOffsets", value, topics, pattern, allow_earliest=True)
+    return _offsets_spec(opts, "startingOffsets", value, topics, pattern, allow_earliest=True)
 
 
-def _offsets_spec(name: str, value: str, topics: tuple[str, ...], pattern: str, *, allow_earliest: bool) -> StartSpec:
+def _offsets_spec(
+    opts: ParsedOptions, option: str, value: str, topics: tuple[str, ...], pattern: str, *, allow_earliest: bool
+) -> StartSpec:
+    """`value` of `option` (canonical name; errors name it as the user wrote it) as a StartSpec."""
+    name = opts.key(option)
     word = value.strip().lower()
     if word == "latest":
         return StartSpec("latest")
@@ -208,14 +220,15 @@ def _offsets_spec(name: str, value: str, topics: tuple[str, ...], pattern: str, 
             raise InvalidOptionError(f"option {name!r} cannot be 'earliest'; use latest or JSON offsets")
         return StartSpec("earliest")
     minimum = EARLIEST if allow_earliest else LATEST
-    return StartSpec("offsets", per_topic=_topic_json(name, value, topics, pattern, minimum))
+    return StartSpec("offsets", per_topic=_topic_json(opts, option, value, topics, pattern, minimum))
 
 
 def _topic_json(
-    name: str, value: str, topics: tuple[str, ...], pattern: str, minimum: int
+    opts: ParsedOptions, option: str, value: str, topics: tuple[str, ...], pattern: str, minimum: int
 ) -> tuple[tuple[str, QueueValues], ...]:
-    """JSON {"topic": {"queue": value}}: with a topic list it names exactly those topics; with a
-    pattern, topics that match it (a matching topic it does not name starts at earliest)."""
+    """JSON {"topic": {"queue": value}} given as `option`: with a topic list it names exactly those
+    topics; with a pattern, topics that match it (a matching topic it does not name starts at earliest)."""
+    name = opts.key(option)
     try:
         parsed = json.loads(value)
     except ValueError:
@@ -225,13 +238,14 @@ def _topic_json(
         raise InvalidOptionError(f'option {name!r} must be JSON {{"{example}": {{"0": ..., "1": ...}}}}, got {value!r}')
     if topics and set(parsed) != set(topics):
         raise InvalidOptionError(
-            f"option {name!r} must name exactly the topics of option 'topic' {list(topics)}; it names {sorted(parsed)}"
+            f"option {name!r} must name exactly the topics of option {opts.key('topic')!r} {list(topics)}; "
+            f"it names {sorted(parsed)}"
         )
     if pattern:
         strangers = sorted(t for t in parsed if re.fullmatch(pattern, t) is None)
         if strangers:
             raise InvalidOptionError(
-                f"option {name!r} names topics {strangers} that topicPattern {pattern!r} does not match"
+                f"option {name!r} names topics {strangers} that {opts.key('topicPattern')} {pattern!r} does not match"
             )
     return tuple((topic, _queue_values(name, topic, parsed[topic], minimum)) for topic in sorted(parsed))
 
@@ -257,10 +271,11 @@ def _int(name: str, value: str, minimum: int) -> int:
     return number
 
 
-def _group(name: str) -> str:
+def _group(opts: ParsedOptions) -> str:
+    name = opts.text("group")
     if not name:
         return ""
     try:
         return validate_group(name)
     except InvalidArgumentError as exc:
-        raise InvalidOptionError(f"option 'group': {exc.message}") from None
+        raise InvalidOptionError(f"option {opts.key('group')!r}: {exc.message}") from None

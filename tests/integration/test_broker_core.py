@@ -166,11 +166,11 @@ def test_broker_that_stops_heartbeating_leaves_the_route(local_cluster, unique_t
     try:
         with Admin(c.namesrv) as admin:
             wait_until(
-                lambda: set(admin.topic_route(topic)[1].brokers) == {"broker-0"},
+                lambda: set(admin.route_view(topic).brokers) == {"broker-0"},
                 10,
                 interval_s=0.1,
                 message=lambda: (
-                    f"the route of {topic} to list broker-0 only; it lists {admin.topic_route(topic)[1].brokers}"
+                    f"the route of {topic} to list broker-0 only; it lists {admin.route_view(topic).brokers}"
                 ),
             )
     finally:

@@ -109,7 +109,7 @@ def test_pull_follow_picks_up_a_queue_whose_broker_comes_back(local_cluster, uni
     topic = unique_topic("comeback")
     with Admin(c.namesrv) as admin:
         admin.update_static_topic(topic, 2, cluster="DefaultCluster")
-        leaders = {q.queue_id: q.broker for q in admin.topic_route(topic)[1].write_queues}
+        leaders = {q.queue_id: q.broker for q in admin.route_view(topic).write_queues}
     down = leaders[1]
     c.kill_broker(down)
     args = [

@@ -15,7 +15,7 @@ from staticmq_spark.hashing import queue_for_key
 
 def key_on(broker: str, namesrv: str, topic: str) -> str:
     with Admin(namesrv) as admin:
-        _, view = admin.topic_route(topic)
+        view = admin.route_view(topic)
     return next(
         k
         for k in (f"key{i}" for i in range(1000))

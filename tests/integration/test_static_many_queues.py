@@ -24,6 +24,6 @@ def test_static_topic_with_many_logic_queues_can_be_created_grown_and_remapped(
         report, _ = admin.static_topic_status(topic)
         assert report.ok and len(report.chains) == queues + 5
         assert {chain[-1].bname for chain in report.chains.values()} == {"broker-0", "broker-1"}
-        _, view = admin.topic_route(topic)
+        view = admin.route_view(topic)
         assert view.total_queues == queues + 5
         assert all(view.write_queues[q].broker != "broker-2" for q in range(queues + 5))

@@ -28,7 +28,7 @@ def wait_route(namesrv: str, topic: str, expect: dict[int, str], timeout: float 
     with Admin(namesrv) as admin:
 
         def leaders() -> dict[int, str]:
-            _, view = admin.topic_route(topic)
+            view = admin.route_view(topic)
             return {q: view.write_queues[q].broker for q in expect}
 
         wait_until(lambda: leaders() == expect, timeout, message=lambda: f"route of {topic} to show {expect}")
@@ -43,7 +43,7 @@ def test_create_spreads_logic_queues_and_every_broker_holds_a_copy(local_cluster
         states = admin.broker_states(topic)
         assert all(s.mapping is not None for s in states.values())
         assert {s.mapping.epoch for s in states.values() if s.mapping} == {result.epoch}
-        _, view = admin.topic_route(topic)
+        view = admin.route_view(topic)
         assert view.is_static and view.total_queues == 8 and len(view.write_queues) == 8
 
 

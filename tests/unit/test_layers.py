@@ -156,7 +156,7 @@ def test_the_layer_checks_fail_on_a_planted_import() -> None:
     planted_circle = dict(sources)
     planted_circle["staticmq_spark.backends.types"] += "\n\ndef _late() -> None:\n    import staticmq_spark.client\n"
     assert any("staticmq_spark.client" in c for c in find_cycles(planted_circle))
-    hidden = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from staticmq_spark.backends.staticmq import rpc\n"
+    hidden = "\nif TYPE_CHECKING:\n    from staticmq_spark.backends.staticmq import rpc\n"
     planted_wire = dict(sources)
     planted_wire["staticmq_spark.sink.writer"] += hidden
     planted_wire["staticmq_spark.source.executor"] += "\n\ndef _raw() -> None:\n    import grpc\n"

@@ -20,6 +20,7 @@ from staticmq_spark.backends.types import (
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidOptionError, TopicNotFoundError, UnsupportedOperationError
 from staticmq_spark.mapping import ConsistencyReport, check_consistency
+from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress, TopicRouteView
 from staticmq_spark.protocol.topic import TopicConfig
 
 ANSWERED = ("clusterList", "consumerProgress", "topicRoute", "topicStatus")
@@ -54,6 +55,16 @@ class RocketMQAdmin(Closeable):
             "brokers": brokers,
             "queues": queues,
         }
+
+    def route_view(self, topic: str) -> TopicRouteView:
+        route = self.reader.route(topic, refresh=True)
+        queues = tuple(
+            QueueAddress(
+                topic, q, route.leaders.get(q, PLACEHOLDER_BROKER), route.masters.get(route.leaders.get(q, ""), "")
+            )
+            for q in range(route.total_queues)
+        )
+        return TopicRouteView(topic, route.is_static, route.total_queues, "", queues, queues, dict(route.masters))
 
     def static_topic_status(self, topic: str) -> tuple[ConsistencyReport, dict[str, BrokerState]]:
         states = self.reader.gather(topic)
