@@ -21,13 +21,15 @@ from staticmq_spark.backends.types import (
     MessageColumns,
     OperationResult,
     PhysicalRead,
+    ProgressRow,
     PullStatus,
     TopicSummary,
     WriteSettings,
 )
-from staticmq_spark.errors import BrokerNotFoundError, UnsupportedOperationError
-from staticmq_spark.mapping import ConsistencyReport, check_states
+from staticmq_spark.errors import BrokerNotFoundError, NotFoundError, UnsupportedOperationError
+from staticmq_spark.mapping import ConsistencyReport, chain_lag, check_states, logic_bounds
 from staticmq_spark.protocol.codec import DECODED_SCHEMA
+from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
 from staticmq_spark.protocol.topic import TopicConfig
 
 
@@ -114,7 +116,7 @@ class MemoryReader:
 
     def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
         with self.cluster.lock:
-            return self._leader(topic, queue).group_offsets.get((group, topic, queue))
+            return self.cluster.group_offset(group, topic, queue)
 
     def close(self) -> None:
         pass
@@ -230,14 +232,40 @@ class MemoryAdmin:
     def topic_status(self, topic: str) -> list[Any]:
         raise _unsupported("topicStatus")
 
+    def route_view(self, topic: str) -> TopicRouteView:
+        total, chains = self.cluster.chains(topic)
+        addrs = {name: b.addr for name, b in self.cluster.brokers.items()}
+        queues = tuple(QueueAddress(topic, q, chains[q][-1].bname, addrs[chains[q][-1].bname]) for q in range(total))
+        return TopicRouteView(topic, True, total, "", queues, queues, addrs)
+
     def topic_route(self, topic: str) -> dict[str, Any]:
-        raise _unsupported("topicRoute")
+        view = self.route_view(topic)
+        return {
+            "topic": topic,
+            "static": True,
+            "totalQueues": view.total_queues,
+            "brokers": [{"broker": n, "addr": a} for n, a in sorted(view.brokers.items())],
+            "queues": [{"queueId": q.queue_id, "broker": q.broker, "addr": q.addr} for q in view.write_queues],
+        }
 
     def group_list(self) -> list[Any]:
         raise _unsupported("groupList")
 
-    def consumer_progress(self, group: str, topic: str | None = None) -> list[Any]:
-        raise _unsupported("consumerProgress")
+    def consumer_progress(self, group: str, topic: str | None = None) -> list[ProgressRow]:
+        with self.cluster.lock:
+            committed = {t for b in self.cluster.brokers.values() for (g, t, _) in b.group_offsets if g == group}
+        if not committed:
+            raise NotFoundError(f"consumer group {group!r} is unknown: no broker has a committed offset of it")
+        rows = []
+        for t in [topic] if topic else sorted(committed):
+            report, states = self.static_topic_status(t)
+            for q, chain in sorted(report.chains.items()):
+                _, high, _ = logic_bounds(chain, states)
+                with self.cluster.lock:
+                    offset = self.cluster.group_offset(group, t, q)
+                lag = None if offset is None else chain_lag(chain, states, offset)
+                rows.append(ProgressRow(group, t, q, chain[-1].bname, high, offset, 0, lag))
+        return rows
 
     def close(self) -> None:
         pass

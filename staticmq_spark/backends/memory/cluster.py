@@ -241,6 +241,16 @@ class MemoryCluster:
         ]
         return self.append(topic, rows)
 
+    def group_offset(self, group: str, topic: str, queue: int) -> int | None:
+        """The group's logic offset of a queue: the commit on the newest segment's broker that has
+        one (a double-read-check, newest to oldest, as the brokers do). Hold the lock."""
+        _, chains = self.chains(topic)
+        for item in reversed(chains[queue]):
+            found = self.brokers[item.bname].group_offsets.get((group, topic, queue))
+            if found is not None:
+                return found
+        return None
+
     def expire(self, topic: str, broker: str, queue: int, below: int) -> None:
         """Retention: drop the physical messages below offset `below`."""
         with self.lock:
