@@ -27,8 +27,8 @@ DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 
 class Producer(Closeable):
     """`Producer("host:port")` sends to a staticmq cluster, `Producer("rocketmq://host:port")` to
-    Apache RocketMQ (where the staticmq-only options order, retries, active_detection,
-    detection_interval_s and max_request_bytes are refused if set)."""
+    Apache RocketMQ (where the staticmq-only options order, retries and max_request_bytes are
+    refused if set; it never probes brokers, whatever active_detection says)."""
 
     def __init__(
         self,

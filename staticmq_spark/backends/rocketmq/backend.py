@@ -21,13 +21,10 @@ from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_c
 from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, WriteSettings
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 
-_STATICMQ_ONLY_PRODUCER = {
-    "order": None,
-    "retries": 2,
-    "active_detection": True,
-    "detection_interval_s": 2.0,
-    "max_request_bytes": 8 << 20,
-}
+# Producer settings a RocketMQ producer cannot honour, with their defaults: one set otherwise is
+# refused. (active_detection and detection_interval_s tune staticmq's probing of brokers for keyless
+# rows; a RocketMQ producer never probes, so either value holds trivially.)
+_STATICMQ_ONLY_PRODUCER = {"order": None, "retries": 2, "max_request_bytes": 8 << 20}
 
 
 class RocketMQSink:

@@ -4,7 +4,6 @@ answers here (admin-side adaptation): brokers never fan out to each other for an
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -175,7 +174,11 @@ class StaticMQAdmin(Closeable):
             }
             for b in raw.brokers
         ]
-        queues = [asdict(q) | {"available": q.available} for q in view.write_queues]
+        queues = [
+            {"topic": q.topic, "queueId": q.queue_id, "broker": q.broker, "addr": q.addr, "gen": q.gen}
+            | {"available": q.available}
+            for q in view.write_queues
+        ]
         return {
             "topic": view.topic,
             "static": view.is_static,
