@@ -15,7 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.errors import StaticMQError
-from tests import waiting
+from tests.support import waiting
 
 T = TypeVar("T")
 
