@@ -34,7 +34,7 @@ def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused for the block. A task's write loop makes no
     reference cycles, but the objects it allocates (per Arrow batch, per request) set off
     collections that walk the whole long-lived heap of the Python worker (pyspark, pyarrow,
-    grpc): 15-20% of the worker's CPU time in the sink benchmark. Cycles made meanwhile
+    the wire clients): 15-20% of the worker's CPU time in the sink benchmark. Cycles made meanwhile
     are collected when the collector runs again."""
     enabled = gc.isenabled()
     gc.disable()
@@ -50,7 +50,7 @@ _HEAP_FROZEN = False
 
 def freeze_long_lived_heap() -> None:
     """Once per Python worker process: collect, then move every object alive (the modules of
-    pyspark, pyarrow, grpc, ... and their data) out of the collector's sight (gc.freeze). A
+    pyspark, pyarrow, the wire clients, ... and their data) out of the collector's sight (gc.freeze). A
     reused pyspark worker runs a full collection after every task; over the whole heap that
     took 40-50 ms per task in the sink benchmark, over what a task leaves it 10-15 ms. Objects
     alive now are never freed by the cyclic collector, even if they become garbage later: the

@@ -27,7 +27,7 @@ def cluster_for(namesrv: str, security: ClientSecurity = PLAIN) -> ClusterReader
 
 def read_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:
     """The partition's rows in batches of about pullBatchSize rows: a backend that answers with
-    fewer rows per pull (RocketMQ caps a pull answer) still hands Spark few, large batches."""
+    fewer rows per pull (one that caps a pull answer) still hands Spark few, large batches."""
     pending: list[pa.RecordBatch] = []
     rows = 0
     for batch in _pulled_batches(p):
