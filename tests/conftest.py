@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from staticmq_spark.client import Admin
 from staticmq_spark.testing import LocalCluster
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
-from tests.backends import Backend, rocketmq_backend, staticmq_backend
-from tests.cluster_process import ClusterProcess
+from tests.support.backends import Backend, rocketmq_backend, staticmq_backend
+from tests.support.cluster_process import ClusterProcess
 
 _names = itertools.count()
 
@@ -51,11 +50,6 @@ def local_cluster(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
 @pytest.fixture
 def unique_topic() -> Callable[[str], str]:
     return lambda prefix="topic": f"{prefix}-{next(_names)}"
-
-
-def create_topic(namesrv: str, topic: str, queues: int = 4) -> None:
-    with Admin(namesrv) as admin:
-        admin.update_topic(topic, cluster="DefaultCluster", read_queues=queues, write_queues=queues)
 
 
 @pytest.fixture(scope="session")

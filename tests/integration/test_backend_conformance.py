@@ -10,8 +10,8 @@ import pytest
 from staticmq_spark.backends import open_backend
 from staticmq_spark.client import Producer, PullConsumer, PullStatus
 from staticmq_spark.hashing import queue_for_key
-from tests.backends import Backend
-from tests.static_helpers import read_queue
+from tests.support.backends import Backend
+from tests.support.static_helpers import read_queue
 
 _n = itertools.count()
 

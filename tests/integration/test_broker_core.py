@@ -21,8 +21,8 @@ from staticmq_spark.errors import (
     TopicNotFoundError,
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from tests.conftest import create_topic
-from tests.waiting import wait_until
+from tests.support.topics import create_topic
+from tests.support.waiting import wait_until
 
 
 def test_cluster_ready_file_lists_namesrv_and_every_broker(cluster_process) -> None:

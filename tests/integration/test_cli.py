@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-from tests.waiting import wait_until
-
-
-def staticmq(
-    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "staticmq_spark.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
+from tests.support.cli import staticmq
+from tests.support.waiting import wait_until
 
 
 def test_admin_update_topic_route_status_and_delete(cluster_process, unique_topic) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from tests.integration.test_cli import staticmq
-from tests.static_helpers import send_numbered
+from tests.support.cli import staticmq
+from tests.support.static_helpers import send_numbered
 
 
 def test_consumer_progress_of_a_static_topic_has_one_logic_row_per_queue_after_a_remap(

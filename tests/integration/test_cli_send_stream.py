@@ -4,28 +4,10 @@
 from __future__ import annotations
 
 import json
-import os
-import select
 import subprocess
 import sys
-import time
-from typing import IO
 
-from tests.integration.test_cli import staticmq
-
-
-def read_line(stream: IO[bytes], timeout: float = 30) -> bytes:
-    deadline = time.monotonic() + timeout
-    buf = b""
-    while not buf.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([stream], [], [], left)[0]:
-            raise AssertionError(f"no acknowledgement within {timeout}s (got {buf!r})")
-        chunk = os.read(stream.fileno(), 1)
-        if not chunk:
-            raise AssertionError(f"stdout closed early (got {buf!r})")
-        buf += chunk
-    return buf
+from tests.support.cli import read_line, staticmq
 
 
 def test_send_stdin_acknowledges_each_line_before_stdin_closes(cluster_process, unique_topic) -> None:

@@ -10,9 +10,8 @@ import sys
 import time
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from tests.integration.test_cli import staticmq
-from tests.integration.test_cli_send_stream import read_line
-from tests.static_helpers import send_numbered
+from tests.support.cli import read_line, staticmq
+from tests.support.static_helpers import send_numbered
 
 
 def test_pull_follow_prints_new_messages_in_the_format_and_stops_on_sigterm(cluster_process, unique_topic) -> None:

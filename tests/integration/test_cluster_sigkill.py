@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import signal
 
-from tests.integration.test_cli import staticmq
-from tests.waiting import wait_until
+from tests.support.cli import staticmq
+from tests.support.waiting import wait_until
 
 
 def alive(pid: int) -> bool:

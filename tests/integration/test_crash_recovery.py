@@ -12,8 +12,8 @@ import pytest
 
 from staticmq_spark.client import Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import StaticMQError
-from tests.conftest import create_topic
-from tests.waiting import wait_until
+from tests.support.topics import create_topic
+from tests.support.waiting import wait_until
 
 
 def payload(seq: int) -> bytes:

@@ -15,9 +15,9 @@ from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.client import Admin, ExclusiveConsumer, Producer, PullConsumer, PullResult
 from staticmq_spark.errors import LockHeldError
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
-from tests.conftest import create_topic
-from tests.static_helpers import send_numbered
-from tests.waiting import wait_until
+from tests.support.static_helpers import send_numbered
+from tests.support.topics import create_topic
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ def test_two_consumers_never_share_a_queue_and_the_survivor_takes_over_after_a_k
     create_topic(c.namesrv, topic, queues=1)
     lease = 2.0
     worker = subprocess.Popen(
-        [sys.executable, "-m", "tests.exclusive_worker", c.namesrv, "gx", topic, str(lease)],
+        [sys.executable, "-m", "tests.support.exclusive_worker", c.namesrv, "gx", topic, str(lease)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -11,7 +11,7 @@ import pytest
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.testing import LocalCluster
-from tests.static_helpers import read_queue
+from tests.support.static_helpers import read_queue
 
 
 def _stored_index(data: Path, topic: str, sent: list[bytes]) -> Path:

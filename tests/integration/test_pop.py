@@ -16,9 +16,9 @@ from staticmq_spark.errors import InvalidArgumentError, ReceiptHandleError
 from staticmq_spark.protocol import pop_properties
 from staticmq_spark.protocol.ack_outcomes import AckOutcome
 from staticmq_spark.protocol.names import dlq_topic
-from tests.conftest import create_topic
-from tests.pop_helpers import broker_config, drain, wait_topic
-from tests.waiting import wait_until
+from tests.support.pop_helpers import broker_config, drain, wait_topic
+from tests.support.topics import create_topic
+from tests.support.waiting import wait_until
 
 
 def test_four_consumers_pop_100k_messages_and_each_is_acked_exactly_once(local_cluster, unique_topic) -> None:

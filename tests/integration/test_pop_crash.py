@@ -8,9 +8,9 @@ from collections import Counter
 
 from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer
 from staticmq_spark.protocol.names import retry_topic
-from tests.conftest import create_topic
-from tests.pop_helpers import drain, wait_topic
-from tests.waiting import wait_until
+from tests.support.pop_helpers import drain, wait_topic
+from tests.support.topics import create_topic
+from tests.support.waiting import wait_until
 
 
 def test_kill_9_keeps_acks_and_brings_back_messages_in_flight(local_cluster, unique_topic) -> None:

@@ -10,9 +10,9 @@ import pytest
 from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import ReceiptHandleError
 from staticmq_spark.protocol.names import dlq_topic
-from tests.conftest import create_topic
-from tests.pop_helpers import broker_config, wait_topic
-from tests.waiting import wait_until
+from tests.support.pop_helpers import broker_config, wait_topic
+from tests.support.topics import create_topic
+from tests.support.waiting import wait_until
 
 
 def bodies(messages: list[PopMessage]) -> list[str]:

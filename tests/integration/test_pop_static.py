@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 from staticmq_spark.client import Admin, PopConsumer, Producer
-from tests.pop_helpers import drain, wait_leader
-from tests.static_helpers import send_numbered
+from tests.support.pop_helpers import drain, wait_leader
+from tests.support.static_helpers import send_numbered
 
 
 def test_pop_on_a_static_topic_after_a_remap_reads_across_segments(local_cluster, unique_topic) -> None:

@@ -7,7 +7,7 @@ import json
 
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
-from tests.integration.test_cli import staticmq
+from tests.support.cli import staticmq
 
 _n = itertools.count()
 

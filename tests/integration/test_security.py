@@ -23,8 +23,8 @@ from staticmq_spark.protocol.channels import open_channel
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.tls_files import TlsFiles, write_tls_files
-from tests.cluster_process import ClusterProcess
-from tests.integration.test_cli import staticmq
+from tests.support.cli import staticmq
+from tests.support.cluster_process import ClusterProcess
 
 ADMIN = ("admin", "admin-secret-123")
 ETL = ("etl", "etl-secret-456")

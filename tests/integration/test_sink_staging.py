@@ -14,8 +14,8 @@ from staticmq_spark.client import PullConsumer
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.row_encode import encode_messages
-from tests.static_helpers import read_queue
-from tests.waiting import wait_until
+from tests.support.static_helpers import read_queue
+from tests.support.waiting import wait_until
 
 STAGE_ROWS = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/StageRows"
 

@@ -10,8 +10,8 @@ import pytest
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.errors import StaticMQError
-from tests.static_helpers import read_queue
-from tests.waiting import wait_until
+from tests.support.static_helpers import read_queue
+from tests.support.waiting import wait_until
 
 
 @pytest.mark.slow

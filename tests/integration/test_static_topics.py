@@ -20,8 +20,8 @@ from staticmq_spark.errors import (
 )
 from staticmq_spark.mapping import TopicQueueMapping
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from tests.static_helpers import read_queue, send_numbered
-from tests.waiting import wait_until
+from tests.support.static_helpers import read_queue, send_numbered
+from tests.support.waiting import wait_until
 
 
 def wait_route(namesrv: str, topic: str, expect: dict[int, str], timeout: float = 10) -> None:

@@ -24,7 +24,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from traitlets.config import Config
 
-from tests.waiting import WaitTimeout, wait_until
+from tests.support.waiting import WaitTimeout, wait_until
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 KERNEL = "python3"

@@ -18,7 +18,7 @@ from staticmq_spark import configure_spark
 from staticmq_spark.client import Admin
 from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentMerge, table_version
 from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, SNAPSHOT_PARTITIONS, delta_jars
-from tests.spark.helpers import (
+from tests.support.spark import (
     BackgroundProducer,
     by_queue,
     committed_batches,

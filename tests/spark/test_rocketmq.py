@@ -21,7 +21,8 @@ from pyspark.sql.functions import col
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
-from tests.spark.helpers import (
+from tests.spark.test_sink import assert_hash_sharded, read_topic, write
+from tests.support.spark import (
     by_queue,
     committed_batches,
     merge,
@@ -30,7 +31,6 @@ from tests.spark.helpers import (
     uncommitted_batches,
     wait_until,
 )
-from tests.spark.test_sink import assert_hash_sharded, read_topic, write
 
 pytestmark = pytest.mark.spark
 SCRIPTS = Path(__file__).parent / "scripts"

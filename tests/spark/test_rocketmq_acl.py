@@ -16,7 +16,7 @@ from staticmq_spark.client import Producer, PullConsumer
 from staticmq_spark.errors import AccessDeniedError
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
-from tests.integration.test_cli import staticmq
+from tests.support.cli import staticmq
 
 pytestmark = pytest.mark.spark
 KEYS = ("staticmq-admin", "s3cret-key-123")

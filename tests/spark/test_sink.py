@@ -23,8 +23,8 @@ from pyspark.errors import PySparkException
 from staticmq_spark.client import Admin
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.testing import LocalCluster
-from tests import waiting
-from tests.spark.helpers import committed_batches, new_topic, produce, source, uncommitted_batches, wait_until
+from tests.support import waiting
+from tests.support.spark import committed_batches, new_topic, produce, source, uncommitted_batches, wait_until
 
 pytestmark = pytest.mark.spark
 SCRIPTS = Path(__file__).parent / "scripts"

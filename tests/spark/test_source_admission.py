@@ -9,7 +9,7 @@ import time
 import pytest
 
 from staticmq_spark.client import Admin, Producer
-from tests.spark.helpers import new_topic, produce, source, wait_until
+from tests.support.spark import new_topic, produce, source, wait_until
 
 pytestmark = pytest.mark.spark
 

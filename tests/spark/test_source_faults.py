@@ -15,7 +15,7 @@ from pyspark.errors import PySparkException
 
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.testing import LocalCluster
-from tests.spark.helpers import (
+from tests.support.spark import (
     BackgroundProducer,
     by_queue,
     committed_batches,

@@ -10,7 +10,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from staticmq_spark.client import Admin, Producer
-from tests.spark.helpers import new_topic, produce, wait_until
+from tests.support.spark import new_topic, produce, wait_until
 
 pytestmark = pytest.mark.spark
 

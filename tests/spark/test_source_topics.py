@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from staticmq_spark.client import Admin
 from staticmq_spark.testing import LocalCluster
-from tests.spark.helpers import by_queue, new_topic, produce, source, to_memory, wait_until
+from tests.support.spark import by_queue, new_topic, produce, source, to_memory, wait_until
 
 pytestmark = pytest.mark.spark
 _runs = itertools.count()

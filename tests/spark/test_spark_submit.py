@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from staticmq_spark.client import Producer
-from tests.spark.helpers import new_topic
+from tests.support.spark import new_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

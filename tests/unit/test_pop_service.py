@@ -1,5 +1,5 @@
 """Pop (SPEC section 7) at the seam under the ConsumeServicer: `Consumption.pop` and
-`Consumption.acks` of one broker opened in-process on a temp data dir (tests/broker_services.py),
+`Consumption.acks` of one broker opened in-process on a temp data dir (tests/support/broker_services.py),
 with its revive thread running - no gRPC, no name server, no client.
 
 A popped message is invisible for its invisible time; an ack removes it; an un-acked one comes
@@ -24,8 +24,8 @@ from broker_stub.broker.pop.receipt_handles import HANDLE_SIZE
 from staticmq_spark.errors import InvalidArgumentError, ReceiptHandleError, TopicNotFoundError
 from staticmq_spark.protocol.ack_outcomes import AckOutcome
 from staticmq_spark.protocol.row_decode import decode_batch
-from tests.broker_services import BROKER, plain_topic, running_broker, send, static_topic
-from tests.waiting import wait_until
+from tests.support.broker_services import BROKER, plain_topic, running_broker, send, static_topic
+from tests.support.waiting import wait_until
 
 TOPIC, GROUP = "orders", "g"
 LONG_MS = 60_000  # an invisible time that never ends during a test

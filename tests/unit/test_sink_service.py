@@ -1,7 +1,7 @@
 """The broker half of the sink's exactly-once protocol (SPEC section 8: a query restarted from its
 checkpoint leaves every row in the topic exactly once) at the seam under the BrokerServicer:
 `SinkService` stage / prepare / commit / state on one broker opened in-process on a temp data dir
-(tests/broker_services.py) - no gRPC, no Spark.
+(tests/support/broker_services.py) - no gRPC, no Spark.
 
 Staged rows are invisible until their transaction commits; a commit makes exactly the decided
 rows visible, once, in staging order; committing again (also after a restart) writes nothing
@@ -28,7 +28,7 @@ from staticmq_spark.errors import (
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.row_encode import encode_messages
 from staticmq_spark.protocol.stage_wire import StageChunk
-from tests.broker_services import BROKER, SMALL_STORE, plain_topic, running_broker, static_topic, stored_bodies
+from tests.support.broker_services import BROKER, SMALL_STORE, plain_topic, running_broker, static_topic, stored_bodies
 
 TOPIC, WRITER = "events", "query-1"
 QUEUES = 3

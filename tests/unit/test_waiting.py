@@ -1,4 +1,4 @@
-"""tests.waiting.wait_until: returns the predicate's value, fails naming what it awaited and the
+"""tests.support.waiting.wait_until: returns the predicate's value, fails naming what it awaited and the
 last value seen, and treats only the exceptions it is told to ignore as "not yet"."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from tests.waiting import WaitTimeout, wait_until
+from tests.support.waiting import WaitTimeout, wait_until
 
 
 def test_returns_the_first_truthy_value_of_the_predicate() -> None:

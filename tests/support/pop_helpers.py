@@ -7,7 +7,7 @@ from pathlib import Path
 
 from staticmq_spark.client import Admin, PopConsumer, PopMessage
 from staticmq_spark.errors import TopicNotFoundError
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 
 def broker_config(tmp_path: Path, **pop: object) -> Path:

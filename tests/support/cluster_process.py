@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 
 class ClusterProcess:

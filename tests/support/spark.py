@@ -15,7 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.errors import StaticMQError
-from tests import waiting
+from tests.support import waiting
 
 T = TypeVar("T")
 
@@ -70,7 +70,7 @@ def by_queue(rows: list) -> dict[int, list[bytes]]:  # type: ignore[type-arg]
 def wait_until(
     predicate: Callable[[], T], timeout_s: float = 60, what: str = "condition", query: StreamingQuery | None = None
 ) -> T:
-    """tests.waiting.wait_until for Spark tests: polls every 0.2 s, and a streaming query that died
+    """tests.support.waiting.wait_until for Spark tests: polls every 0.2 s, and a streaming query that died
     meanwhile is reported with its error at once (its status too if time runs out)."""
 
     def check() -> T:

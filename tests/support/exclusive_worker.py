@@ -1,5 +1,5 @@
 """A process that consumes one queue exclusively and prints every batch it hands out as one JSON
-line (then commits it), until it is killed: `python -m tests.exclusive_worker NAMESRV GROUP TOPIC
+line (then commits it), until it is killed: `python -m tests.support.exclusive_worker NAMESRV GROUP TOPIC
 LEASE_S`."""
 
 from __future__ import annotations

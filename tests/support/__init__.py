@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: clusters, backends, the CLI runner, waiting, Spark sessions."""
