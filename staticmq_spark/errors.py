@@ -29,6 +29,8 @@
     ├── DataCorruptError                 a stored record failed its checksum: never served
     ├── DiskFullError (retriable)        the broker's disk is full (RESOURCE_EXHAUSTED)
     ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
+    ├── PartialSendError                 a batch send where some requests were stored and others
+    │                                    failed: `.stored` and `.failed` say which rows to retry
     └── InternalError                    a fault inside the broker (a bug: reported, never hidden)
 
 Every class names its wire `code`; `error_for_code` is derived from the classes, so adding a
@@ -37,7 +39,11 @@ class is enough to make it travel between processes.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from staticmq_spark.backends.types import SendResult
 
 
 class StaticMQError(Exception):
@@ -195,6 +201,41 @@ class LockHeldError(StaticMQError):
     code = "LOCK_HELD"
     grpc_status = "FAILED_PRECONDITION"
     retriable = True
+
+
+class PartialSendError(StaticMQError):
+    """Some requests of a batch send were stored and others failed (each request is one logic
+    queue's rows, or a byte-sized piece of them). `stored`: the stored requests' results, each
+    with `rows` (input row indices); `failed`: input row index -> the error of its request. Retry
+    exactly the failed rows (their errors say whether that can help); the stored ones are stored
+    once. Not retriable itself: retrying the whole batch would duplicate the stored rows."""
+
+    code = "PARTIAL_SEND"
+
+    def __init__(
+        self,
+        message: str,
+        stored: Sequence[SendResult] = (),
+        failed: Mapping[int, StaticMQError] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.stored: list[SendResult] = list(stored)
+        self.failed: dict[int, StaticMQError] = dict(failed or {})
+
+    @classmethod
+    def of(cls, topic: str, stored: Sequence[SendResult], failed: Mapping[int, StaticMQError]) -> PartialSendError:
+        """The error of a batch send to `topic`, its message naming the first distinct causes."""
+        causes: list[str] = []
+        for exc in failed.values():
+            cause = f"{exc.code}: {exc.message}"
+            if cause not in causes:
+                causes.append(cause)
+        rows_stored = sum(r.count for r in stored)
+        message = (
+            f"send to {topic!r}: {rows_stored} rows stored in {len(stored)} requests, {len(failed)} rows "
+            f"failed ({'; '.join(causes[:3])}{'; ...' if len(causes) > 3 else ''})"
+        )
+        return cls(message, stored, failed)
 
 
 class InternalError(StaticMQError):

@@ -6,9 +6,9 @@ Pulled messages travel as columns (`MessageColumns`, then Arrow), never as one o
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +20,9 @@ from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.protocol.codec import DECODED_SCHEMA
 from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.route_view import QueueAddress
+
+if TYPE_CHECKING:
+    from staticmq_spark.errors import StaticMQError
 
 __all__ = [
     "PLAIN",
@@ -43,10 +46,12 @@ __all__ = [
     "QueueStatus",
     "RefusedAck",
     "ResetRow",
+    "SendOutcome",
     "SendResult",
     "TopicSummary",
     "WriteSettings",
     "empty_pulled_batch",
+    "per_message_outcomes",
     "pulled_columns",
 ]
 
@@ -152,6 +157,47 @@ class SendResult:
     store_timestamp: int
     duplicate: bool = False
     rows: tuple[int, ...] | None = None  # which input rows this request carried, when grouped
+
+
+@dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """What became of one input message of a batch send (`Producer.send_each`): stored at
+    (`queue_id`, `queue_offset`) on `broker` when `error` is None, else not stored by this send
+    (`queue_id` is then the logic queue it was meant for when known, else -1; offset -1)."""
+
+    index: int  # the input row
+    queue_id: int
+    queue_offset: int  # -1 when not stored, or while a static leader's offset is undecided
+    broker: str  # "" when not stored
+    error: StaticMQError | None = None
+
+    @property
+    def stored(self) -> bool:
+        return self.error is None
+
+
+def per_message_outcomes(
+    n: int, stored: Sequence[SendResult], failed: Mapping[int, StaticMQError]
+) -> list[SendOutcome]:
+    """One outcome per input row 0..n-1: a stored request's rows get its base offset plus their
+    position within it (a result without `rows` covers rows 0..count-1: the only request); a
+    failed row gets its error. Every row must be named exactly once."""
+    out: list[SendOutcome | None] = [None] * n
+    for r in stored:
+        rows = r.rows if r.rows is not None else tuple(range(r.count))
+        for position, row in enumerate(rows):
+            offset = -1 if r.queue_offset < 0 else r.queue_offset + position
+            if out[row] is not None:
+                raise ValueError(f"row {row} is named by more than one request")
+            out[row] = SendOutcome(row, r.queue_id, offset, r.broker)
+    for row, error in failed.items():
+        if out[row] is not None:
+            raise ValueError(f"row {row} is both stored and failed")
+        out[row] = SendOutcome(row, -1, -1, "", error)
+    missing = [i for i, o in enumerate(out) if o is None]
+    if missing:
+        raise ValueError(f"rows {missing[:10]} are named by no request")
+    return [o for o in out if o is not None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from typing import Any
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.cli.namesrv import add_namesrv, client_options
 from staticmq_spark.client.producer import Producer
-from staticmq_spark.errors import InvalidOptionError, StaticMQError
+from staticmq_spark.errors import InvalidOptionError, PartialSendError, StaticMQError
 
 STDIN_BATCH = 1000
 _EOF = None
@@ -123,6 +123,14 @@ def _send_chunk(producer: Producer, args: argparse.Namespace, chunk: list[dict[s
             properties=props if any(p for p in props) else None,
             queue=args.queue,
         )
+    except PartialSendError as exc:  # some queues' requests stored: say which, per message
+        lines = _per_message(exc.stored, len(chunk), keys)
+        for row, error in exc.failed.items():
+            lines[row] = {"topic": args.topic, "key": keys[row], "error": error.message}
+        for line in lines:
+            print(json.dumps(line))
+        sys.stdout.flush()
+        return len(exc.failed)
     except StaticMQError as exc:
         for key in keys:
             print(json.dumps({"topic": args.topic, "key": key, "error": exc.message}), flush=True)

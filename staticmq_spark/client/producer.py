@@ -17,8 +17,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.backends import ProducerSettings, open_backend
-from staticmq_spark.backends.types import ClientSecurity, SendResult
+from staticmq_spark.backends.types import ClientSecurity, SendOutcome, SendResult, per_message_outcomes
 from staticmq_spark.closing import Closeable
+from staticmq_spark.errors import PartialSendError, StaticMQError
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.codec import PackedBatch
 
@@ -91,10 +92,40 @@ class Producer(Closeable):
         queues: Sequence[int] | npt.NDArray[np.int64] | None = None,
     ) -> list[SendResult]:
         """Send many messages in as few requests as their target queues allow. One result per
-        request (each covers `count` consecutive messages of one queue)."""
+        request (each covers `count` consecutive messages of one queue; `rows` names its input
+        rows when there is more than one request). Requests to different queues do not stop at
+        the first failure: if some fail, PartialSendError carries the stored results (`.stored`)
+        and each failed row's error (`.failed`), so only those rows need a retry. A batch sent in
+        one request raises that request's own error. `send_each` gives one outcome per message."""
         return self._port.send_batch(
             topic, bodies, keys=keys, tags=tags, properties=properties, queue=queue, queues=queues
         )
+
+    def send_each(
+        self,
+        topic: str,
+        bodies: Sequence[bytes | str] | pa.Array,
+        *,
+        keys: Sequence[str | None] | pa.Array | None = None,
+        tags: Sequence[str | None] | pa.Array | None = None,
+        properties: Sequence[dict[str, str] | None] | pa.Array | None = None,
+        queues: Sequence[int] | npt.NDArray[np.int64] | None = None,
+    ) -> list[SendOutcome]:
+        """`send_batch` with one SendOutcome per input message, in input order: where it was stored,
+        or the error of its request (`error` is None when stored), so a caller can retry exactly
+        the messages whose outcome has an error. PartialSendError never escapes, nor does a
+        retriable error of a batch sent in one request (every message gets it); errors that are
+        not about delivery (bad input, an unknown topic, refused credentials) still raise."""
+        n = len(bodies)
+        try:
+            results = self.send_batch(topic, bodies, keys=keys, tags=tags, properties=properties, queues=queues)
+        except PartialSendError as exc:
+            return per_message_outcomes(n, exc.stored, exc.failed)
+        except StaticMQError as exc:
+            if not exc.retriable:
+                raise  # bad input, an unknown topic, a refusal: the batch itself, not a delivery
+            return per_message_outcomes(n, (), dict.fromkeys(range(n), exc))  # one request failed
+        return per_message_outcomes(n, results, {})
 
     def send_arrow(self, topic: str, data: pa.RecordBatch | pa.Table) -> list[SendResult]:
         """Send the rows of an Arrow table: columns `body` or `value`, optional `key`, `tags`,

@@ -21,7 +21,7 @@ from staticmq_spark.backends.rocketmq.remoting import RemotingClient, TopicRoute
 from staticmq_spark.backends.targets import KEYLESS, row_targets
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import InvalidArgumentError, StaticMQError
+from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.row_decode import decode_batch
@@ -150,7 +150,9 @@ class RocketMQProducer(Closeable):
         uniq_keys: pa.Array | None = None,
     ) -> list[SendResult]:
         """Rows grouped by logic queue (key hash, or `queue`/`queues`, else round robin); one
-        result per request, `rows` naming the input rows it carried."""
+        result per request, `rows` naming the input rows it carried. A failed request does not
+        stop the other queues' requests: when some fail, PartialSendError names the stored
+        requests and each failed row's error (one request only: its own error is raised)."""
         body_arr = _bodies(bodies)
         n = len(body_arr)
         key_arr = _column(keys, pa.string(), n)
@@ -178,7 +180,9 @@ class RocketMQProducer(Closeable):
             prefix = f"{self._id}{next(self._seq):08X}"
             uniq_keys = pa.array([f"{prefix}{i:08X}" for i in range(n)], pa.string())
         props = properties_column(key_arr, tag_arr, prop_arr, uniq_keys)
-        results = []
+        results: list[SendResult] = []
+        failed: dict[int, StaticMQError] = {}
+        requests = 0
         order = np.argsort(targets, kind="stable")
         sorted_targets = targets[order]
         cuts = [0, *(np.flatnonzero(np.diff(sorted_targets)) + 1).tolist(), n]
@@ -187,7 +191,14 @@ class RocketMQProducer(Closeable):
             take = pa.array(rows)
             encoded = encode_rows(body_arr.take(take), props.take(take))
             for lo, hi in encoded.chunks():
-                answer = self._send_to_queue(topic, int(sorted_targets[a]), encoded.body(lo, hi))
+                requests += 1
+                try:
+                    answer = self._send_to_queue(topic, int(sorted_targets[a]), encoded.body(lo, hi))
+                except StaticMQError as exc:
+                    # this queue's later requests are not sent either (a retry of the failed rows
+                    # keeps the queue's order); the other queues go on
+                    failed.update(dict.fromkeys((int(r) for r in rows[lo:]), exc))
+                    break
                 results.append(
                     SendResult(
                         topic=topic,
@@ -200,6 +211,10 @@ class RocketMQProducer(Closeable):
                         rows=tuple(int(r) for r in rows[lo:hi]),
                     )
                 )
+        if failed:
+            if requests == 1:
+                raise next(iter(failed.values()))  # one request: its error unchanged
+            raise PartialSendError.of(topic, results, failed)
         return results
 
     def _send_to_queue(self, topic: str, queue: int, body: bytes) -> tuple[int, int, str]:

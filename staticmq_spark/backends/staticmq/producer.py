@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,7 @@ from staticmq_spark.backends.staticmq.selector import CircuitBreaker, Reachabili
 from staticmq_spark.backends.targets import KEYLESS, group_rows, row_targets
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import (
-    InvalidArgumentError,
-)
+from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
 from staticmq_spark.protocol.auth import ClientSecurity, Credentials
 from staticmq_spark.protocol.codec import PackedBatch, split_by_bytes
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
@@ -160,13 +158,22 @@ class StaticMQProducer(Closeable):
                 row_sets.append(indices[start : start + piece.count])
                 start += piece.count
         if len(jobs) == 1:
-            results = [self._send_one(topic, *jobs[0])]
-        else:
-            futures: list[Future[SendResult]] = [self._pool.submit(self._send_one, topic, *job) for job in jobs]
-            results = [f.result() for f in futures]
-        if len(groups) == 1 and len(jobs) == 1:
-            return results
-        return [replace(r, rows=tuple(rs.tolist())) for r, rs in zip(results, row_sets, strict=True)]
+            return [self._send_one(topic, *jobs[0])]  # one request: its error is raised unchanged
+        futures: list[Future[SendResult]] = [self._pool.submit(self._send_one, topic, *job) for job in jobs]
+        wait(futures)  # every request, not up to the first failure: the caller learns each outcome
+        stored: list[SendResult] = []
+        failed: dict[int, StaticMQError] = {}
+        for future, rs in zip(futures, row_sets, strict=True):
+            exc = future.exception()
+            if exc is None:
+                stored.append(replace(future.result(), rows=tuple(rs.tolist())))
+            elif isinstance(exc, StaticMQError):
+                failed.update(dict.fromkeys(rs.tolist(), exc))
+            else:
+                raise exc  # a bug, not a send outcome
+        if failed:
+            raise PartialSendError.of(topic, stored, failed)
+        return stored
 
     def topic_is_static(self, topic: str) -> bool:
         return self.routes.get(topic, refresh=True).is_static
