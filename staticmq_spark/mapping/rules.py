@@ -26,9 +26,10 @@ def next_epoch(old_epoch: int, now_ms: int) -> int:
 
 
 def settle_logic_offset(old_logic_end: int) -> int:
-    """A new leader's logic offset: past the old leader's end, rounded up to the next block of
-    10000 with at least 5000 of headroom (so 0..9 continues at 10000)."""
-    return (old_logic_end + REMAP_HEADROOM + REMAP_BLOCK - 1) // REMAP_BLOCK * REMAP_BLOCK
+    """A new leader's logic offset: the smallest multiple of 10000 above the old leader's end plus
+    5000 (so 0..4999 continues at 10000, 5000 at 20000): RocketMQ's
+    `TopicQueueMappingUtils.blockSeqRoundUp(end, 10000)`, so both tools settle a remap alike."""
+    return (old_logic_end + REMAP_HEADROOM) // REMAP_BLOCK * REMAP_BLOCK + REMAP_BLOCK
 
 
 def leader(chain: Chain) -> MappingItem:

@@ -80,11 +80,14 @@ def test_epoch_is_old_plus_1000_or_now() -> None:
 
 
 @pytest.mark.parametrize(
-    ("end", "expected"), [(0, 10_000), (10, 10_000), (5_000, 10_000), (5_001, 20_000), (19_999, 30_000)]
+    ("end", "expected"),
+    [(0, 10_000), (10, 10_000), (4_999, 10_000), (5_000, 20_000), (5_001, 20_000), (15_000, 30_000), (19_999, 30_000)],
 )
-def test_settle_offset_rounds_up_with_at_least_5000_headroom(end: int, expected: int) -> None:
+def test_settle_offset_rounds_up_like_rocketmq_block_seq_round_up(end: int, expected: int) -> None:
     assert settle_logic_offset(end) == expected
     assert settle_logic_offset(end) - end >= 5_000
+    num, left = divmod(end, 10_000)  # TopicQueueMappingUtils.blockSeqRoundUp(end, 10000)
+    assert settle_logic_offset(end) == (num + 1 if left < 5_000 else num + 2) * 10_000
 
 
 def test_valid_chain_passes() -> None:

@@ -1,13 +1,25 @@
-"""`Admin` on Apache RocketMQ through the remoting protocol: the commands that read a cluster
-(clusterList, topicRoute, topicStatus, consumerProgress). Creating and remapping static topics
-on RocketMQ is RocketMQ's own `mqadmin updateStaticTopic` / `remappingStaticTopic` for now."""
+"""`Admin` on Apache RocketMQ through the remoting protocol, no JVM: clusterList, topicRoute,
+topicStatus, topicList, consumerProgress, deleteTopic, and static topics created, grown and
+remapped the way RocketMQ's `mqadmin` does it (static_topics.py), so both tools can be mixed."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from staticmq_spark.backends.rocketmq.admin_calls import AdminCalls
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
+from staticmq_spark.backends.rocketmq.remoting import RocketMQError
+from staticmq_spark.backends.rocketmq.static_topics import (
+    BrokerTopic,
+    Plan,
+    current_topic,
+    plan_create,
+    plan_remapping,
+    settled,
+)
 from staticmq_spark.backends.types import (
     BrokerState,
     BrokerSummary,
@@ -18,12 +30,35 @@ from staticmq_spark.backends.types import (
     TopicSummary,
 )
 from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import InvalidOptionError, TopicNotFoundError, UnsupportedOperationError
+from staticmq_spark.errors import (
+    BrokerNotFoundError,
+    InvalidArgumentError,
+    InvalidOptionError,
+    StaticTopicRefusedError,
+    TopicNotFoundError,
+    UnsupportedOperationError,
+)
 from staticmq_spark.mapping import ConsistencyReport, check_consistency
 from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress, TopicRouteView
 from staticmq_spark.protocol.topic import TopicConfig
 
-ANSWERED = ("clusterList", "consumerProgress", "topicRoute", "topicStatus")
+ANSWERED = (
+    "clusterList",
+    "consumerProgress",
+    "deleteTopic",
+    "remappingStaticTopic",
+    "resetOffsetByTime",
+    "topicList",
+    "topicRoute",
+    "topicStatus",
+    "updateStaticTopic",
+)
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _unsupported(command: str) -> NoReturn:
@@ -36,6 +71,7 @@ def _unsupported(command: str) -> NoReturn:
 class RocketMQAdmin(Closeable):
     def __init__(self, reader: RocketMQReader) -> None:
         self.reader = reader
+        self.calls = AdminCalls(reader.client)
 
     def cluster_info(self) -> list[BrokerSummary]:
         masters = self.reader.masters(refresh=True)
@@ -88,12 +124,60 @@ class RocketMQAdmin(Closeable):
             rows.append(ProgressRow(group, topic, q, route.leaders.get(q, ""), broker_offset, consumed, 0, lag))
         return rows
 
-    # ------------------------------------------------------------------ RocketMQ's mqadmin does these
+    # ------------------------------------------------------------------ static topics, as mqadmin writes them
+
+    def _targets(self, cluster: str | None, brokers: list[str] | None) -> list[str]:
+        if (cluster is None) == (brokers is None):
+            raise InvalidArgumentError("name either a cluster (-c) or brokers (-b), not both or neither")
+        masters = self.reader.masters(refresh=True)
+        if cluster is not None:
+            chosen = [b for b in self.calls.clusters().get(cluster, []) if b in masters]
+            if not chosen:
+                raise BrokerNotFoundError(
+                    f"cluster {cluster!r} has no live broker (live clusters: {sorted(self.calls.clusters())})"
+                )
+            return chosen
+        assert brokers is not None
+        missing = [b for b in brokers if b not in masters]
+        if missing:
+            raise BrokerNotFoundError(f"broker(s) {missing} are not alive (live: {sorted(masters)})")
+        return list(brokers)
+
+    def _current(self, topic: str) -> dict[str, BrokerTopic]:
+        """Each master's TopicConfigAndQueueMapping of the topic (brokers without it left out)."""
+        out = {}
+        for name, addr in sorted(self.reader.masters(refresh=True).items()):
+            found = self.reader.client.topic_config(addr, topic)
+            if found is None:
+                continue
+            config, mapping = found
+            if mapping is None:
+                raise StaticTopicRefusedError(f"topic {topic!r} exists as a dynamic topic on {name}: name conflict")
+            out[name] = BrokerTopic(config, mapping)
+        return out
+
+    def _write(self, plan: Plan, names: list[str]) -> None:
+        masters = self.reader.masters()
+        for name in names:
+            self.calls.update_static_topic(masters[name], plan.brokers[name])
 
     def update_static_topic(
         self, topic: str, total_queues: int, *, cluster: str | None = None, brokers: list[str] | None = None
     ) -> OperationResult:
-        _unsupported("updateStaticTopic")
+        """Create a static topic of `total_queues` logic queues, or grow it, as `mqadmin
+        updateStaticTopic` does; the other brokers of the targets' clusters get an empty mapping."""
+        targets = self._targets(cluster, brokers)
+        current = self._current(topic)
+        chains, epoch, _ = current_topic(topic, current)
+        clusters = self.calls.clusters()
+        same_cluster = sorted({b for members in clusters.values() if set(members) & set(targets) for b in members})
+        masters = self.reader.masters()
+        plan = plan_create(
+            topic, total_queues, targets, current, chains, epoch, [b for b in same_cluster if b in masters], now_ms()
+        )
+        self._write(plan, sorted(plan.brokers))
+        made = f"{len(plan.created)} logic queue(s) created"
+        return OperationResult(topic, plan.epoch, total_queues, {}, dict(plan.created), made)
 
     def remapping_static_topic(
         self,
@@ -103,7 +187,65 @@ class RocketMQAdmin(Closeable):
         brokers: list[str] | None = None,
         on_step: Callable[[str], None] | None = None,
     ) -> OperationResult:
-        _unsupported("remappingStaticTopic")
+        """Move logic queue leaders onto the target brokers in mqadmin's five steps: write the map-in
+        brokers (new leaders writable, offsets undecided), the map-out brokers (fenced), read the old
+        leaders' max offsets, write the map-in brokers with the settled offsets, then the others."""
+        step = on_step or (lambda _name: None)
+        targets = self._targets(cluster, brokers)
+        current = self._current(topic)
+        chains, epoch, total = current_topic(topic, current)
+        if not chains:
+            raise TopicNotFoundError(f"static topic {topic!r} does not exist on the RocketMQ cluster")
+        plan = plan_remapping(topic, targets, current, chains, total, epoch, now_ms())
+        if not plan.moved:
+            return OperationResult(topic, epoch, total, {}, {}, "nothing to move")
+        self._write(plan, plan.map_in)
+        step("switched")
+        self._write(plan, plan.map_out)
+        step("fenced")
+        masters = self.reader.masters()
+        olds = sorted({(chains[q][-1].bname, chains[q][-1].queue) for q in plan.moved})
+        maxima = {(b, queue): self.reader.client.max_offset(masters[b], topic, queue, logic=False) for b, queue in olds}
+        plan = settled(plan, maxima)
+        self._write(plan, plan.map_in)
+        step("settled")
+        self._write(plan, [n for n in sorted(plan.brokers) if n not in plan.map_in and n not in plan.map_out])
+        step("done")
+        moved = f"{len(plan.moved)} logic queue(s) moved"
+        return OperationResult(topic, plan.epoch, total, dict(plan.moved), {}, moved)
+
+    def delete_topic(self, topic: str) -> list[str]:
+        """Delete the topic (its configs and mappings) from every master that has it, then from the
+        name servers."""
+        masters = self.reader.masters(refresh=True)
+        holders = [n for n, addr in sorted(masters.items()) if self.reader.client.topic_config(addr, topic)]
+        if not holders:
+            raise TopicNotFoundError(f"no RocketMQ broker has topic {topic!r}")
+        for name in holders:
+            try:
+                self.calls.delete_topic_in_broker(masters[name], topic)
+            except RocketMQError as exc:
+                # RocketMQ 5.5 deletes the topic, then fails on its timer store when timerWheelEnable
+                # is false (AdminBrokerProcessor.deleteTopicInBroker): gone is gone.
+                if self.reader.client.topic_config(masters[name], topic) is not None:
+                    raise
+                log.warning("topic %s deleted on %s, which answered with an error: %s", topic, name, exc.message)
+        self.calls.delete_topic_in_namesrvs(topic)
+        return holders
+
+    def topic_list(self) -> list[TopicSummary]:
+        """Every topic the name servers route, static or not (system topics included, as mqadmin's)."""
+        out = []
+        for topic in sorted(self.reader.client.topic_names()):
+            try:
+                route = self.reader.route(topic, refresh=True)
+            except TopicNotFoundError:
+                continue  # deleted meanwhile
+            total = route.total_queues if route.is_static else 0
+            out.append(TopicSummary(topic, route.is_static, total, tuple(sorted(route.masters))))
+        return out
+
+    # ------------------------------------------------------------------ left to RocketMQ's mqadmin
 
     def repair_static_topic(self, topic: str) -> OperationResult:
         _unsupported("repairStaticTopic")
@@ -121,14 +263,8 @@ class RocketMQAdmin(Closeable):
     ) -> dict[str, TopicConfig]:
         _unsupported("updateTopic")
 
-    def delete_topic(self, topic: str) -> list[str]:
-        _unsupported("deleteTopic")
-
     def topic_status(self, topic: str) -> list[QueueStatus]:
         _unsupported("topicStatus")
-
-    def topic_list(self) -> list[TopicSummary]:
-        _unsupported("topicList")
 
     def group_list(self) -> list[GroupSummary]:
         _unsupported("groupList")

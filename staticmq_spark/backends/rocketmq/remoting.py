@@ -208,20 +208,20 @@ class RemotingClient:
         resp = self.namesrv_call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": True})
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             raise TopicNotFoundError(f"topic {topic!r} does not exist on the RocketMQ cluster ({resp.remark})")
-        _check(resp, f"route of {topic!r}")
+        check_answer(resp, f"route of {topic!r}")
         return parse_route(topic, resp.body)
 
     def brokers(self) -> dict[str, str]:
         """Every broker name -> its master address, from the name server's cluster info."""
         resp = self.namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {})
-        _check(resp, "cluster info")
+        check_answer(resp, "cluster info")
         table = fastjson.loads(resp.body).get("brokerAddrTable", {})
         return {name: b["brokerAddrs"]["0"] for name, b in table.items() if "0" in b.get("brokerAddrs", {})}
 
     def topic_names(self) -> set[str]:
         """Every topic the name servers know (RocketMQ's TopicList body: {"topicList": [...]})."""
         resp = self.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
-        _check(resp, "topic list")
+        check_answer(resp, "topic list")
         return {str(t) for t in fastjson.loads(resp.body).get("topicList", [])}
 
     # ---------------------------------------------------------------- topic metadata on one broker
@@ -230,7 +230,7 @@ class RemotingClient:
         resp = self.call(addr, RequestCode.GET_TOPIC_CONFIG, {"topic": topic, "lo": True})
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
-        _check(resp, f"topic config of {topic!r} at {addr}")
+        check_answer(resp, f"topic config of {topic!r} at {addr}")
         raw = fastjson.loads(resp.body)
         mapping = parse_mapping_detail(topic, raw["mappingDetail"]) if raw.get("mappingDetail") else None
         config = TopicConfig(
@@ -251,7 +251,7 @@ class RemotingClient:
         if not logic:
             ext["lo"] = False
         resp = self.call(addr, code, ext)
-        _check(resp, f"{RequestCode(code).name} of {topic}/{queue} at {addr}")
+        check_answer(resp, f"{RequestCode(code).name} of {topic}/{queue} at {addr}")
         return int(resp.ext.get("offset", resp.ext.get("timestamp", "-1")))
 
     def physical_bounds(self, addr: str, topic: str, queues: list[int]) -> dict[int, tuple[int, int]]:
@@ -266,7 +266,7 @@ class RemotingClient:
         found: dict[int, list[int]] = {}
         for q, code, pending in sent:
             resp = conn.wait(pending, code, self.timeout_s)
-            _check(resp, f"{RequestCode(code).name} of {topic}/{q} at {addr}")
+            check_answer(resp, f"{RequestCode(code).name} of {topic}/{q} at {addr}")
             found.setdefault(q, []).append(int(resp.ext.get("offset", "-1")))
         return {q: (v[0], v[1]) for q, v in found.items()}
 
@@ -287,12 +287,12 @@ class RemotingClient:
         resp = self.call(addr, RequestCode.QUERY_CONSUMER_OFFSET, ext)
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        _check(resp, f"offset of group {group!r} on {topic}/{queue}")
+        check_answer(resp, f"offset of group {group!r} on {topic}/{queue}")
         return int(resp.ext["offset"])
 
     def update_consumer_offset(self, addr: str, group: str, topic: str, queue: int, offset: int) -> None:
         ext = {"consumerGroup": group, "topic": topic, "queueId": queue, "commitOffset": offset}
-        _check(
+        check_answer(
             self.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, ext), f"commit of group {group!r} on {topic}/{queue}"
         )
 
@@ -390,7 +390,7 @@ class RemotingClient:
         if resp.code in STORED_DEGRADED:
             degraded = code_name(resp.code)
         else:
-            _check(resp, f"send to {topic}/{queue} at {bname}")
+            check_answer(resp, f"send to {topic}/{queue} at {bname}")
         return SendAnswer(
             queue=int(resp.ext.get("queueId", queue)),
             queue_offset=int(resp.ext.get("queueOffset", -1)),
@@ -410,7 +410,7 @@ _PULL_STATUS: dict[int, PullStatus] = {
 def _pull_answer(resp: RemotingCommand, what: str, offset: int) -> PullAnswer:
     status = _PULL_STATUS.get(resp.code)
     if status is None:
-        _check(resp, what)
+        check_answer(resp, what)
         raise AssertionError("unreachable")
     h = resp.ext
     return PullAnswer(
@@ -424,7 +424,8 @@ def _pull_answer(resp: RemotingCommand, what: str, offset: int) -> PullAnswer:
     )
 
 
-def _check(resp: RemotingCommand, what: str) -> None:
+def check_answer(resp: RemotingCommand, what: str) -> None:
+    """Raise the error a refused answer stands for (codes.error_for), else RocketMQError."""
     if resp.code == ResponseCode.SUCCESS:
         return
     text = f"RocketMQ refused the {what}: {code_name(resp.code)} ({resp.code}): {resp.remark or ''}".rstrip(": ")

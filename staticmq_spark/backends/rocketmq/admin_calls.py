@@ -1,0 +1,50 @@
+"""The admin request codes of RocketMQ's remoting protocol that `mqadmin` uses to create, remap and
+delete static topics, one method each (the rest of the client API is remoting.RemotingClient)."""
+
+from __future__ import annotations
+
+from staticmq_spark.backends.rocketmq import fastjson
+from staticmq_spark.backends.rocketmq.codes import RequestCode
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
+from staticmq_spark.backends.rocketmq.static_topics import BrokerTopic, detail_json
+
+DEFAULT_TOPIC = "TBW102"  # the createTopicKey mqadmin sends
+
+
+class AdminCalls:
+    def __init__(self, client: RemotingClient) -> None:
+        self.client = client
+
+    def clusters(self) -> dict[str, list[str]]:
+        """Cluster name -> its broker names (GET_BROKER_CLUSTER_INFO's clusterAddrTable)."""
+        resp = self.client.namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        check_answer(resp, "cluster info")
+        table = fastjson.loads(resp.body).get("clusterAddrTable", {}) or {}
+        return {str(c): sorted(str(b) for b in brokers) for c, brokers in table.items()}
+
+    def update_static_topic(self, addr: str, broker: BrokerTopic) -> None:
+        """UPDATE_AND_CREATE_STATIC_TOPIC: the broker's topic config (header) and mapping detail (body)."""
+        cfg = broker.config
+        header: dict[str, object] = {
+            "topic": cfg.name,
+            "defaultTopic": DEFAULT_TOPIC,
+            "readQueueNums": cfg.read_queues,
+            "writeQueueNums": cfg.write_queues,
+            "perm": cfg.perm,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": bool(cfg.order),
+            "force": False,
+        }
+        resp = self.client.call(addr, RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, header, detail_json(broker.detail))
+        check_answer(resp, f"static topic {cfg.name!r} on {broker.detail.bname}")
+
+    def delete_topic_in_broker(self, addr: str, topic: str) -> None:
+        check_answer(
+            self.client.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), f"deletion of {topic!r}"
+        )
+
+    def delete_topic_in_namesrvs(self, topic: str) -> None:
+        for addr in self.client.namesrv:
+            resp = self.client.call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+            check_answer(resp, f"deletion of {topic!r} from the name server {addr}")
