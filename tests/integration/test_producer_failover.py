@@ -12,7 +12,7 @@ import pytest
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.errors import BrokerUnavailableError, PartialSendError
 from staticmq_spark.hashing import queue_for_key
-from tests.static_helpers import read_queue
+from tests.support.static_helpers import read_queue
 
 
 def leaders(namesrv: str, topic: str) -> dict[int, str]:

@@ -13,7 +13,7 @@ from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.errors import InvalidArgumentError, TopicNotFoundError
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
-from tests.integration.test_cli import staticmq
+from tests.support.cli import staticmq
 
 _n = itertools.count()
 LOGIC_ROW = re.compile(r"^__syslo__global__\s+(\d+)\s+(\d+)\s+(\d+)", re.M)
