@@ -40,10 +40,7 @@ class is enough to make it travel between processes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from staticmq_spark.backends.types import SendResult
+from typing import Any, ClassVar
 
 
 class StaticMQError(Exception):
@@ -206,7 +203,8 @@ class LockHeldError(StaticMQError):
 class PartialSendError(StaticMQError):
     """Some requests of a batch send were stored and others failed (each request is one logic
     queue's rows, or a byte-sized piece of them). `stored`: the stored requests' results, each
-    with `rows` (input row indices); `failed`: input row index -> the error of its request. Retry
+    with `rows` (input row indices; backends.types.SendResult, not named here: this module is
+    below every other); `failed`: input row index -> the error of its request. Retry
     exactly the failed rows (their errors say whether that can help); the stored ones are stored
     once. Not retriable itself: retrying the whole batch would duplicate the stored rows."""
 
@@ -215,15 +213,15 @@ class PartialSendError(StaticMQError):
     def __init__(
         self,
         message: str,
-        stored: Sequence[SendResult] = (),
+        stored: Sequence[Any] = (),
         failed: Mapping[int, StaticMQError] | None = None,
     ) -> None:
         super().__init__(message)
-        self.stored: list[SendResult] = list(stored)
+        self.stored: list[Any] = list(stored)
         self.failed: dict[int, StaticMQError] = dict(failed or {})
 
     @classmethod
-    def of(cls, topic: str, stored: Sequence[SendResult], failed: Mapping[int, StaticMQError]) -> PartialSendError:
+    def of(cls, topic: str, stored: Sequence[Any], failed: Mapping[int, StaticMQError]) -> PartialSendError:
         """The error of a batch send to `topic`, its message naming the first distinct causes."""
         causes: list[str] = []
         for exc in failed.values():

@@ -18,7 +18,7 @@ from staticmq_spark.backends.address import ClusterAddress, parse_address
 from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, TopicRoute, rocketmq_credentials
-from staticmq_spark.backends.targets import KEYLESS, row_targets
+from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
@@ -183,17 +183,17 @@ class RocketMQProducer(Closeable):
         results: list[SendResult] = []
         failed: dict[int, StaticMQError] = {}
         requests = 0
-        order = np.argsort(targets, kind="stable")
-        sorted_targets = targets[order]
-        cuts = [0, *(np.flatnonzero(np.diff(sorted_targets)) + 1).tolist(), n]
-        for a, b in itertools.pairwise(cuts):
+        order, runs = target_runs(targets)
+        if order is None:
+            order = np.arange(n, dtype=np.int64)
+        for target, a, b in runs:
             rows = order[a:b]
             take = pa.array(rows)
             encoded = encode_rows(body_arr.take(take), props.take(take))
             for lo, hi in encoded.chunks():
                 requests += 1
                 try:
-                    answer = self._send_to_queue(topic, int(sorted_targets[a]), encoded.body(lo, hi))
+                    answer = self._send_to_queue(topic, target, encoded.body(lo, hi))
                 except StaticMQError as exc:
                     # this queue's later requests are not sent either (a retry of the failed rows
                     # keeps the queue's order); the other queues go on
