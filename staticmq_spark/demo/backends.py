@@ -1,44 +1,57 @@
 """Where the demo runs: an embedded broker_stub cluster (default), a local Apache RocketMQ started
 by the project's own script (`--rocketmq`), or an existing RocketMQ cluster (`--namesrv rocketmq://…`).
-Each creates and remaps static topics with its own admin tool."""
+All create and remap static topics through the same `Admin`."""
 
 from __future__ import annotations
 
 import secrets
+from abc import ABC, abstractmethod
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from staticmq_spark.backends.address import parse_address
 from staticmq_spark.backends.registry import scheme_of
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.testing import LocalCluster
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 from staticmq_spark.tls_files import write_tls_files
 
 INPUT_TOPIC = "pageviews"
 OUTPUT_TOPIC = "user-stats"
 
 
-class DemoCluster(Protocol):
+class DemoCluster(ABC):
+    """A cluster the demo runs on: it creates and remaps static topics through `Admin`, the same on
+    both backends."""
+
     namesrv: str
     broker_names: list[str]
     description: str
-    input_topic: str
-    output_topic: str
+    input_topic: str = INPUT_TOPIC
+    output_topic: str = OUTPUT_TOPIC
     client_options: dict[str, Any]  # credentials= / tls_ca= of the pipeline's producers and consumers
     spark_options: dict[str, str]  # accessKey / secretKey / tlsCaFile of its Spark queries
+    admin_options: dict[str, Any]  # credentials= / tls_ca= of topic administration
 
-    def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None: ...
+    def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None:
+        """`brokers`: where its logic queues go (None: every broker)."""
+        with Admin(self.namesrv, **self.admin_options) as admin:
+            admin.update_static_topic(topic, queues, brokers=brokers or list(self.broker_names))
 
     def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
         """(logic queue -> "old -> new" for every queue that moved, mapping consistent afterwards)."""
-        ...
+        with Admin(self.namesrv, **self.admin_options) as admin:
+            result = admin.remapping_static_topic(topic, brokers=brokers)
+            consistent = admin.static_topic_status(topic)[0].ok
+        return {q: f"{a} -> {b}" for q, (a, b) in sorted(result.moved.items())}, consistent
 
+    @abstractmethod
     def close(self) -> None: ...
 
 
-class StaticMQDemoCluster:
+class StaticMQDemoCluster(DemoCluster):
     """The embedded cluster. `secure`: every call authenticated (an ACL with an admin account for
     topic commands and a `pipeline` account that may only produce and consume the demo's two
     topics) and TLS with a CA made for this run."""
@@ -55,6 +68,7 @@ class StaticMQDemoCluster:
         ).start()
         self.namesrv = self.cluster.namesrv
         self.broker_names = self.cluster.broker_names
+        self.admin_options = dict(self.cluster.client_options)
         self.description = f"a local staticmq cluster: a name server and {brokers} brokers in {root}" + (
             " (ACL and TLS on: the pipeline signs as account 'pipeline')" if secure else ""
         )
@@ -75,33 +89,18 @@ class StaticMQDemoCluster:
         self.spark_options = {"accessKey": "pipeline", "secretKey": pipeline_secret, "tlsCaFile": str(tls.ca)}
         return {"acl": acl, "tls_cert": tls.cert, "tls_key": tls.key, "tls_ca": tls.ca}
 
-    def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None:
-        with Admin(self.namesrv, **self.cluster.client_options) as admin:
-            if brokers:
-                admin.update_static_topic(topic, queues, brokers=brokers)
-            else:
-                admin.update_static_topic(topic, queues, cluster=self.cluster.cluster_name)
-
-    def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
-        with Admin(self.namesrv, **self.cluster.client_options) as admin:
-            result = admin.remapping_static_topic(topic, brokers=brokers)
-            consistent = admin.static_topic_status(topic)[0].ok
-        return {q: f"{a} -> {b}" for q, (a, b) in sorted(result.moved.items())}, consistent
-
     def close(self) -> None:
         self.cluster.stop()
 
 
-class RocketMQDemoCluster:
-    """A RocketMQ cluster; topics are created and remapped by RocketMQ's own mqadmin."""
+class RocketMQDemoCluster(DemoCluster):
+    """A RocketMQ cluster: a local one started by the project's script, or someone else's."""
 
     def __init__(self, root: Path, address: str | None = None, brokers: int = 2) -> None:
-        from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ, MQAdmin
-
         self.local: LocalRocketMQ | None = None
-        self.input_topic, self.output_topic = INPUT_TOPIC, OUTPUT_TOPIC
         self.client_options: dict[str, Any] = {}  # RocketMQ's ACL keys come from ROCKETMQ_ACCESS_KEY/SECRET_KEY
         self.spark_options: dict[str, str] = {}
+        self.admin_options: dict[str, Any] = {}
         if address is None:
             self.local = LocalRocketMQ(root / "rocketmq", brokers=brokers).start()
             address = self.local.address
@@ -110,30 +109,14 @@ class RocketMQDemoCluster:
             self.description = f"the Apache RocketMQ cluster at {address}"
             run = time.strftime("%Y%m%d%H%M%S")
             self.input_topic, self.output_topic = f"{INPUT_TOPIC}-{run}", f"{OUTPUT_TOPIC}-{run}"
-        parsed = parse_address(address)
-        self.namesrv = str(parsed)
-        self.mqadmin = MQAdmin(parsed.hosts[0], root / "mqadmin")
-        self.admin = Admin(self.namesrv)
-        self.broker_names = sorted(b.name for b in self.admin.cluster_info())
+        self.namesrv = str(parse_address(address))
+        with Admin(self.namesrv) as admin:
+            self.broker_names = sorted(b.name for b in admin.cluster_info())
         if len(self.broker_names) < 2:
             self.close()
             raise InvalidOptionError(f"the demo remaps between brokers: {address} has {len(self.broker_names)}")
 
-    def create_static_topic(self, topic: str, queues: int, brokers: list[str] | None) -> None:
-        self.mqadmin.update_static_topic(topic, queues, brokers)
-
-    def remap(self, topic: str, brokers: list[str]) -> tuple[dict[int, str], bool]:
-        before = self._leaders(topic)
-        self.mqadmin.remap_static_topic(topic, brokers)
-        after = self._leaders(topic)
-        moved = {q: f"{before[q]} -> {after[q]}" for q in sorted(after) if before.get(q) != after[q]}
-        return moved, not self.admin.static_topic_status(topic)[0].problems
-
-    def _leaders(self, topic: str) -> dict[int, str]:
-        return {q["queueId"]: q["broker"] for q in self.admin.topic_route(topic)["queues"]}
-
     def close(self) -> None:
-        self.admin.close()
         if self.local is not None:
             self.local.close()
 
