@@ -5,8 +5,8 @@ All create and remap static topics through the same `Admin`."""
 from __future__ import annotations
 
 import secrets
-from abc import ABC, abstractmethod
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
