@@ -17,9 +17,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.backends import ProducerSettings, open_backend
+from staticmq_spark.backends.targets import KEYLESS
 from staticmq_spark.backends.types import ClientSecurity, SendOutcome, SendResult, per_message_outcomes
 from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import PartialSendError, StaticMQError
+from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.codec import PackedBatch
 
@@ -130,7 +131,22 @@ class Producer(Closeable):
     def send_arrow(self, topic: str, data: pa.RecordBatch | pa.Table) -> list[SendResult]:
         """Send the rows of an Arrow table: columns `body` or `value`, optional `key`, `tags`,
         `properties` (map<string,string>) and `queue_id`."""
-        return self._port.send_arrow(topic, data)
+        names = set(data.schema.names)
+        body = "body" if "body" in names else "value"
+        if body not in names:
+            raise InvalidArgumentError("an Arrow batch to send needs a 'body' or 'value' column")
+        col = data.column
+        queues = None
+        if "queue_id" in names:
+            queues = np.asarray(col("queue_id").fill_null(KEYLESS).to_numpy(zero_copy_only=False), np.int64)
+        return self.send_batch(
+            topic,
+            col(body),
+            keys=col("key") if "key" in names else None,
+            tags=col("tags") if "tags" in names else None,
+            properties=col("properties") if "properties" in names else None,
+            queues=queues,
+        )
 
     def send_packed(
         self, topic: str, packed: PackedBatch, *, keys: Any = None, queue: int | None = None, queues: Any = None

@@ -84,43 +84,6 @@ class RocketMQProducer(Closeable):
             self._routes[topic] = route
         return self._routes[topic]
 
-    def send(
-        self,
-        topic: str,
-        body: bytes | str,
-        *,
-        key: str | None = None,
-        tags: str | None = None,
-        properties: dict[str, str] | None = None,
-        queue: int | None = None,
-    ) -> SendResult:
-        return self.send_batch(
-            topic,
-            [body],
-            keys=None if key is None else [key],
-            tags=None if tags is None else [tags],
-            properties=None if properties is None else [properties],
-            queue=queue,
-        )[0]
-
-    def send_arrow(self, topic: str, data: pa.RecordBatch | pa.Table) -> list[SendResult]:
-        names = set(data.schema.names)
-        body_col = "body" if "body" in names else "value"
-        if body_col not in names:
-            raise InvalidArgumentError("an Arrow batch to send needs a 'body' or 'value' column")
-        col = data.column
-        queues = None
-        if "queue_id" in names:
-            queues = np.asarray(col("queue_id").fill_null(KEYLESS).to_numpy(zero_copy_only=False), np.int64)
-        return self.send_batch(
-            topic,
-            col(body_col),
-            keys=col("key") if "key" in names else None,
-            tags=col("tags") if "tags" in names else None,
-            properties=col("properties") if "properties" in names else None,
-            queues=queues,
-        )
-
     def send_packed(
         self, topic: str, packed: PackedBatch, *, keys: Any = None, queue: int | None = None, queues: Any = None
     ) -> list[SendResult]:

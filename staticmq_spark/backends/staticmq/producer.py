@@ -29,7 +29,7 @@ from staticmq_spark.backends.staticmq.delivery import Delivery
 from staticmq_spark.backends.staticmq.route import RouteCache
 from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, ReachabilityDetector
-from staticmq_spark.backends.targets import KEYLESS, group_rows, row_targets
+from staticmq_spark.backends.targets import group_rows, row_targets
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
@@ -78,27 +78,6 @@ class StaticMQProducer(Closeable):
 
     # ------------------------------------------------------------------ public API
 
-    def send(
-        self,
-        topic: str,
-        body: bytes | str,
-        *,
-        key: str | None = None,
-        tags: str | None = None,
-        properties: dict[str, str] | None = None,
-        queue: int | None = None,
-    ) -> SendResult:
-        """Send one message; returns where it was stored."""
-        results = self.send_batch(
-            topic,
-            [body],
-            keys=None if key is None else [key],
-            tags=None if tags is None else [tags],
-            properties=None if properties is None else [properties],
-            queue=queue,
-        )
-        return results[0]
-
     def send_batch(
         self,
         topic: str,
@@ -114,25 +93,6 @@ class StaticMQProducer(Closeable):
         request (each covers `count` consecutive messages of one queue)."""
         packed = encode_columns(bodies, key=keys, tags=tags, properties=properties)
         return self.send_packed(topic, packed, keys=keys, queue=queue, queues=queues)
-
-    def send_arrow(self, topic: str, data: pa.RecordBatch | pa.Table) -> list[SendResult]:
-        """Send the rows of an Arrow table: columns `body` or `value`, optional `key`, `tags`,
-        `properties` (map<string,string>) and `queue_id`."""
-        names = set(data.schema.names)
-        body_col = "body" if "body" in names else "value"
-        if body_col not in names:
-            raise InvalidArgumentError("an Arrow batch to send needs a 'body' or 'value' column")
-        col = data.column
-        packed = encode_columns(
-            col(body_col),
-            key=col("key") if "key" in names else None,
-            tags=col("tags") if "tags" in names else None,
-            properties=col("properties") if "properties" in names else None,
-        )
-        queue_ids = None
-        if "queue_id" in names:
-            queue_ids = np.asarray(col("queue_id").fill_null(KEYLESS).to_numpy(zero_copy_only=False), np.int64)
-        return self.send_packed(topic, packed, keys=col("key") if "key" in names else None, queues=queue_ids)
 
     def send_packed(
         self,
