@@ -179,12 +179,14 @@ class Sender:
     keys: int
     batch: int
     rate: float
+    stall_s: float = 300.0
     limit: int = 0
     next_g: int = 0
     acked: int = 0
     acked_ranges: list[tuple[int, int]] = field(default_factory=list)
     unacked_ranges: list[tuple[int, int]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    error_samples: dict[str, str] = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
     failure: BaseException | None = None
     finished_at: float = 0.0
@@ -200,10 +202,17 @@ class Sender:
 
     def _run(self) -> None:
         started = time.monotonic()
+        progress = started  # the last acknowledged send, or the end of a pause for the next fault
         with self.backend.producer() as producer:
             while self.acked < self.target:
                 while self.acked >= self.limit:
                     time.sleep(0.05)  # pacing: the next fault has not happened yet (not a wait on the system)
+                    progress = time.monotonic()
+                if time.monotonic() - progress > self.stall_s:
+                    raise RuntimeError(
+                        f"the producer stalled: no send acknowledged for {self.stall_s:g} s "
+                        f"({self.acked:,} acked); errors {self.errors}, e.g. {self.error_samples}"
+                    )
                 if self.rate > 0:
                     ahead = self.next_g / self.rate - (time.monotonic() - started)
                     if ahead > 0:
@@ -217,11 +226,13 @@ class Sender:
                 except Exception as e:
                     name = type(e).__name__
                     self.errors[name] = self.errors.get(name, 0) + 1
+                    self.error_samples.setdefault(name, str(e)[:300])
                     self.unacked_ranges.append((g0, g0 + n))
                     time.sleep(0.2)  # pacing: no tight loop while a queue is unavailable
                 else:
                     self.acked_ranges.append((g0, g0 + n))
                     self.acked += n
+                    progress = time.monotonic()
 
 
 # ---------------------------------------------------------------------------- the driver (child process)
@@ -420,6 +431,7 @@ def run(args: argparse.Namespace) -> int:
     if root.exists() and any(root.iterdir()):
         raise SystemExit(f"--dir {root} is not empty")
     root.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SIGTERM still stops the cluster and the driver
     backend: Backend = StaticMQBackend(root) if args.backend == "staticmq" else RocketMQBackend(root)
     events = plan(args.remaps, args.broker_kills, args.driver_kills)
     t_start = time.monotonic()
@@ -444,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
         driver = Driver(root, backend.address, topic, args.max_per_trigger)
         driver.start()
         thresholds = [args.messages * (i + 1) // (len(events) + 1) for i in range(len(events))]
-        sender = Sender(backend, topic, args.messages, args.keys, args.batch, args.rate)
+        sender = Sender(backend, topic, args.messages, args.keys, args.batch, args.rate, args.stall_timeout_s)
         sender.limit = thresholds[1] if len(thresholds) > 1 else args.messages
         thread = threading.Thread(target=sender.run, name="producer", daemon=True)
         thread.start()
@@ -495,6 +507,7 @@ def run(args: argparse.Namespace) -> int:
                 "acked": sender.acked,
                 "unacked": sum(b - a for a, b in sender.unacked_ranges),
                 "send_errors": sender.errors,
+                "send_error_samples": sender.error_samples,
                 "remaps": counters["remap"],
                 "broker_kills": counters["broker"],
                 "driver_kills": counters["driver"],
@@ -529,7 +542,9 @@ def run(args: argparse.Namespace) -> int:
 def _watch(driver: Driver, failed: list[str]) -> None:
     """A driver that died on its own (not killed by the soak) is a failure; it is restarted."""
     if not driver.alive():
-        failed.append(f"the driver exited by itself (status {driver.proc.returncode if driver.proc else '?'})")
+        causes = [ln.strip() for ln in driver.log_tail(400).splitlines() if ln.startswith("Caused by")]
+        status = driver.proc.returncode if driver.proc else "?"
+        failed.append(f"the driver exited by itself (status {status}; {causes[-1] if causes else 'see its log'})")
         log(f"the driver exited by itself:\n{driver.log_tail()}")
         driver.start()
 
@@ -608,6 +623,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-kills", type=int, default=1)
     parser.add_argument("--max-per-trigger", type=int, default=100_000, help="the source's maxMessagesPerTrigger")
     parser.add_argument("--catchup-timeout-s", type=float, default=1800)
+    parser.add_argument("--stall-timeout-s", type=float, default=300, help="fail when no send is acked this long")
     parser.add_argument("--dir", help="an empty directory for the cluster, checkpoint, table and logs (kept)")
     parser.add_argument("--keep", action="store_true", help="keep the temp directory even when the run passed")
     parser.add_argument("--json", help="write the figures here")
