@@ -44,6 +44,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 TOTAL_QUEUES = 16
+WORKER_TIMEOUT = "Python worker failed to connect back"
+RESTART_MARK = "SOAK-QUERY-RESTART"
 REMAP_PLAN = [(1, 2), (0,), (0, 1, 2), (2,), (0, 1), (1,), (0, 2), (0, 1, 2), (1, 2), (0, 1, 2)]
 
 
@@ -254,24 +256,45 @@ def driver_main(args: argparse.Namespace) -> int:
         builder = builder.config(key, value)
     spark = configure_spark(builder, delta=True).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    query = start_bronze(
-        spark,
-        args.namesrv,
-        args.topic,
-        args.table,
-        args.checkpoint,
-        trigger_interval="2 seconds",
-        maxMessagesPerTrigger=str(args.max_per_trigger),
-    )
+
+    def start() -> Any:
+        return start_bronze(
+            spark,
+            args.namesrv,
+            args.topic,
+            args.table,
+            args.checkpoint,
+            trigger_interval="2 seconds",
+            maxMessagesPerTrigger=str(args.max_per_trigger),
+        )
+
+    query = start()
     (control / f"driver-{os.getpid()}.started").write_text("")
     finish = control / "finish"
-    while not finish.exists():
-        if query.awaitTermination(1):
-            print(f"query ended: {query.exception()}", flush=True)
-            return 3
-    t0 = time.monotonic()
-    query.processAllAvailable()
-    query.stop()
+    restarts = 0
+    while True:
+        try:
+            while not finish.exists():
+                if query.awaitTermination(1):
+                    print(f"query ended: {query.exception()}", flush=True)
+                    return 3
+            t0 = time.monotonic()
+            query.processAllAvailable()
+            query.stop()
+            break
+        except Exception as e:
+            # Spark gives a Python worker 10 s to start (not configurable); on an overloaded
+            # machine that fails the query. A restart on the checkpoint, counted by the soak.
+            if WORKER_TIMEOUT not in str(e) or restarts >= 5:
+                print(f"query failed: {e}", flush=True)
+                return 3
+            restarts += 1
+            print(f"{RESTART_MARK} {restarts}: {WORKER_TIMEOUT}", flush=True)
+            try:
+                query.stop()
+            except Exception:
+                pass
+            query = start()
     print(f"caught up in {time.monotonic() - t0:.1f} s", flush=True)
     import pyarrow.parquet as pq
 
@@ -336,6 +359,11 @@ class Driver:
 
     def planned(self) -> set[int]:
         return _batch_ids(self.checkpoint / "offsets")
+
+    def query_restarts(self) -> int:
+        """In-process restarts of the query after Spark's Python worker timeout, over all drivers."""
+        logs = (self.root / f"driver-{i}.log" for i in range(1, self.starts + 1))
+        return sum(p.read_text(errors="replace").count(RESTART_MARK) for p in logs if p.exists())
 
     def log_tail(self, lines: int = 40) -> str:
         path = self.root / f"driver-{self.starts}.log"
@@ -513,6 +541,7 @@ def run(args: argparse.Namespace) -> int:
                 "driver_kills": counters["driver"],
                 "driver_starts": driver.starts,
                 "micro_batches": len(driver.committed()),
+                "query_restarts_worker_timeout": driver.query_restarts(),
                 "produce_seconds": round(produced_s, 1),
                 "wall_seconds": round(caught_up_s, 1),
                 **found,
@@ -593,7 +622,8 @@ def _summary(f: dict[str, Any]) -> None:
         f"  messages sent {f.get('sent', 0):,}, acked {f.get('acked', 0):,}, unacked {f.get('unacked', 0):,} "
         f"(stored {f.get('unacked_stored', 0):,}), rows in the table {f.get('rows', 0):,}",
         f"  remaps {f.get('remaps', 0)}, broker kills {f.get('broker_kills', 0)}, "
-        f"driver kills {f.get('driver_kills', 0)}, micro-batches {f.get('micro_batches', 0)}",
+        f"driver kills {f.get('driver_kills', 0)}, micro-batches {f.get('micro_batches', 0)}, "
+        f"query restarts after Spark's Python worker timeout {f.get('query_restarts_worker_timeout', 0)}",
         f"  lost {f.get('lost', '?')}, duplicated {f.get('duplicated', '?')}, "
         f"out of order {f.get('out_of_order', '?')}, "
         f"unknown {f.get('unknown', '?')}, keys on several queues {f.get('keys_on_several_queues', '?')}",
