@@ -290,11 +290,12 @@ def driver_main(args: argparse.Namespace) -> int:
         except Exception as e:
             # Spark gives a Python worker 10 s to start (not configurable); on an overloaded
             # machine that fails the query. A restart on the checkpoint, counted by the soak.
-            if WORKER_TIMEOUT not in str(e) or restarts >= 5:
+            if WORKER_TIMEOUT not in str(e) or restarts >= 20:
                 print(f"query failed: {e}", flush=True)
                 return 3
             restarts += 1
             print(f"{RESTART_MARK} {restarts}: {WORKER_TIMEOUT}", flush=True)
+            time.sleep(5)  # pacing: give the overloaded machine a moment before the next start
             try:
                 query.stop()
             except Exception:
@@ -552,6 +553,12 @@ def run(args: argparse.Namespace) -> int:
                 **found,
             }
         )
+    except Exception as e:  # the run could not finish: reported with the figures so far
+        failed.append(f"aborted: {type(e).__name__}: {str(e)[:500]}")
+        log(f"aborted: {type(e).__name__}: {e}")
+        if sender is not None:
+            figures.update(sent=sender.next_g, acked=sender.acked, send_errors=sender.errors)
+            figures["unacked"] = sum(b - a for a, b in sender.unacked_ranges)
     finally:
         if driver is not None and driver.alive():
             driver.kill()
