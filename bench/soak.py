@@ -66,6 +66,7 @@ class Backend:
     address = ""
     brokers: list[str] = []
     remap_plan: list[tuple[int, ...]] = REMAP_PLAN
+    last_targets: list[str] = []
 
     def start(self) -> None: ...
     def create_topic(self, topic: str) -> None: ...
@@ -597,14 +598,16 @@ def _fault(event: str, n: int, backend: Backend, topic: str, driver: Driver, fai
         for attempt in range(5):
             try:
                 backend.remap(topic, targets)
+                backend.last_targets = targets
                 return f"remapped to {','.join(targets)}"
             except Exception as e:
                 log(f"remap to {targets} failed (attempt {attempt + 1}): {type(e).__name__}: {str(e)[:300]}")
                 time.sleep(3)
         failed.append(f"remap {n + 1} to {targets} failed 5 times")
         return "remap failed"
-    if event == "broker":
-        victim = backend.brokers[n % len(backend.brokers)]
+    if event == "broker":  # a broker that leads logic queues now: one of the last remap's targets
+        leaders = backend.last_targets or backend.brokers
+        victim = leaders[n % len(leaders)]
         backend.kill_broker(victim)
         time.sleep(3.0)  # the broker stays down this long while the producer and the query go on
         backend.start_broker(victim)
