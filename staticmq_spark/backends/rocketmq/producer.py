@@ -184,8 +184,11 @@ class RocketMQProducer(Closeable):
         deadline = time.monotonic() + self.send_timeout_s
         attempt = 0
         while True:
-            bname, addr = self.route(topic, refresh=attempt > 0).leader_addr(queue)
+            bname = "?"
             try:
+                # inside the try: a route cached while the leader was down names no live leader,
+                # and that must lead to a refresh too, not fail every later send at once
+                bname, addr = self.route(topic, refresh=attempt > 0).leader_addr(queue)
                 answer = self.client.send(
                     addr, bname, topic, queue, body, "WAIT\x01true\x02", batch=True, producer_group=self.producer_group
                 )
