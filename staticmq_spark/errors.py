@@ -31,6 +31,7 @@
     ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
     ├── PartialSendError                 a batch send where some requests were stored and others
     │                                    failed: `.stored` and `.failed` say which rows to retry
+    ├── MissingExtraError                an optional package is not installed: names the pip extra
     └── InternalError                    a fault inside the broker (a bug: reported, never hidden)
 
 Every class names its wire `code`; `error_for_code` is derived from the classes, so adding a
@@ -234,6 +235,38 @@ class PartialSendError(StaticMQError):
             f"failed ({'; '.join(causes[:3])}{'; ...' if len(causes) > 3 else ''})"
         )
         return cls(message, stored, failed)
+
+
+class MissingExtraError(StaticMQError):
+    """An optional package this code path needs is not installed (see `missing_extra`)."""
+
+    code = "MISSING_EXTRA"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+# Optional packages (top-level module -> pip distribution, staticmq extra that installs it); the
+# connector's own requirements (pyarrow, numpy, grpcio, protobuf) are never missing.
+EXTRAS: dict[str, tuple[str, str]] = {
+    "pyspark": ("pyspark", "spark"),
+    "pandas": ("pandas", "spark"),
+    "delta": ("delta-spark", "delta"),
+    "yaml": ("pyyaml", "broker"),
+    "prometheus_client": ("prometheus_client", "broker"),
+    "cryptography": ("cryptography", "broker"),
+    "tqdm": ("tqdm", "broker"),
+}
+
+
+def missing_extra(exc: ModuleNotFoundError, needed_for: str) -> MissingExtraError | None:
+    """The error to raise for an optional package that is not installed (None: not one of them)."""
+    top = (exc.name or "").partition(".")[0]
+    if top not in EXTRAS:
+        return None
+    package, extra = EXTRAS[top]
+    return MissingExtraError(
+        f"{needed_for} needs {package}, which is not installed: pip install 'staticmq[{extra}]' "
+        f"(or pip install {package})"
+    )
 
 
 class InternalError(StaticMQError):

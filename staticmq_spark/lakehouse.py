@@ -23,10 +23,15 @@ the replay.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
+
+from staticmq_spark.errors import missing_extra
+
+if TYPE_CHECKING:
+    from delta.tables import DeltaTable
 
 BRONZE_COLUMNS = (
     "topic",
@@ -77,10 +82,18 @@ def start_bronze(
     return writer.start(table)
 
 
-def delta_table_exists(spark: SparkSession, path: str) -> bool:
-    from delta.tables import DeltaTable
+def _delta_table() -> type[DeltaTable]:
+    """delta-spark's Python API (the [delta] extra), imported on first use: bronze, a plain
+    `writeStream.format("delta")`, needs only Delta's jars, and on Databricks the runtime has it."""
+    try:
+        from delta.tables import DeltaTable
+    except ModuleNotFoundError as exc:
+        raise (missing_extra(exc, "a Delta Lake MERGE or table lookup") or exc) from None
+    return DeltaTable
 
-    return bool(DeltaTable.isDeltaTable(spark, path))
+
+def delta_table_exists(spark: SparkSession, path: str) -> bool:
+    return bool(_delta_table().isDeltaTable(spark, path))
 
 
 class IdempotentMerge:
@@ -125,10 +138,8 @@ class IdempotentMerge:
                 .save(self.path)
             )
             return
-        from delta.tables import DeltaTable
-
         condition = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in self.on)
-        merge = DeltaTable.forPath(spark, self.path).alias("t").merge(batch.alias("s"), condition)
+        merge = _delta_table().forPath(spark, self.path).alias("t").merge(batch.alias("s"), condition)
         if not self.insert_only:
             merge = (
                 merge.whenMatchedUpdate(set=dict[str, Any](self.update))
@@ -160,7 +171,5 @@ def table_version(spark: SparkSession, path: str) -> int:
     """The Delta table's current version (-1 if there is no table)."""
     if not delta_table_exists(spark, path):
         return -1
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    row = _delta_table().forPath(spark, path).history(1).select("version").first()
     return int(row[0]) if row is not None else -1

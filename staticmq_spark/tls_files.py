@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
 
 @dataclass(frozen=True, slots=True)
 class TlsFiles:
@@ -21,9 +26,6 @@ class TlsFiles:
 
 def write_tls_files(directory: str | Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> TlsFiles:
     """Create a CA and a certificate it signs for `hosts` (IP addresses or DNS names), valid 30 days."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -49,10 +51,6 @@ def _validity() -> tuple[dt.datetime, dt.datetime]:
 
 
 def _ca_certificate(ca_key: Any) -> Any:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.x509.oid import NameOID
-
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "staticmq local CA")])
     since, until = _validity()
     return (
@@ -70,10 +68,6 @@ def _ca_certificate(ca_key: Any) -> Any:
 
 
 def _server_certificate(ca_key: Any, ca_cert: Any, key: Any, hosts: tuple[str, ...]) -> Any:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Sequence
 
 from staticmq_spark.child_process import honour_parent
-from staticmq_spark.cli import admin_cmds, admin_group_cmds, demo_cmd, io_cmds, send_cmd, server_cmds
-from staticmq_spark.errors import StaticMQError
+from staticmq_spark.cli import admin_cmds, admin_group_cmds, demo_cmd, doctor_cmd, io_cmds, send_cmd, server_cmds
+from staticmq_spark.errors import StaticMQError, missing_extra
 
 EXIT_ERROR = 1
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     send_cmd.register(sub)
     io_cmds.register(sub)
     demo_cmd.register(sub)
+    doctor_cmd.register(sub)
     return parser
 
 
@@ -49,6 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except StaticMQError as exc:
         print(f"staticmq {args.command}: error: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except ModuleNotFoundError as exc:  # an optional package (broker, demo, Delta): name its extra
+        missing = missing_extra(exc, f"staticmq {args.command}")
+        if missing is None:
+            raise
+        print(f"staticmq {args.command}: error: {missing.message}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

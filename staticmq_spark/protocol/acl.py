@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from staticmq_spark.errors import AccessDeniedError, InvalidOptionError, UnauthenticatedError
+from staticmq_spark.errors import AccessDeniedError, InvalidOptionError, UnauthenticatedError, missing_extra
 from staticmq_spark.protocol.names import DLQ_PREFIX, RETRY_PREFIX
 
 
@@ -178,7 +178,10 @@ def _perms(items: Any, where: str) -> dict[str, Perm]:
 
 def load_acl(path: str | Path) -> Acl:
     """Read an ACL file (YAML), or raise InvalidOptionError naming the file and what is wrong."""
-    import yaml
+    try:
+        import yaml
+    except ModuleNotFoundError as exc:
+        raise (missing_extra(exc, f"reading the ACL file {path}") or exc) from None
 
     try:
         text = Path(path).read_text()

@@ -10,11 +10,28 @@
 
 Lazy imports kept for start-up time: the registry's backend entry points (importlib, see
 backends/registry.py: a process that reads broker_stub never loads the RocketMQ code).
+
+Lazy imports of optional packages (not in install_requires, see setup.cfg's extras), each the one
+place that needs the package, so the connector loads on a driver or executor without it; a missing
+one raises MissingExtraError naming the extra (`LAZY_OPTIONAL`, checked below):
+- `yaml` in protocol/acl.py `load_acl` ([broker]): only servers read ACL files, and the protocol
+  layer is also the client's;
+- `delta` in lakehouse.py `_delta_table` ([delta]): MERGEs and table lookups; bronze, a plain
+  `writeStream.format("delta")`, needs only Delta's jars, and managed runtimes bring delta;
+- `pyspark` in cli/doctor_cmd.py `check_default_source` ([spark]): the doctor reports a missing
+  pyspark instead of failing to start (every command module loads with the CLI);
+- `staticmq_spark.data_source` in spark_session.py `_register`: `import staticmq_spark` (the client,
+  the CLI) must not need pyspark, and the package's __init__ imports spark_session;
+- `pyspark.sql.pandas.types` in source/schema.py `arrow_schema`: used by read() only (as written
+  with the source);
+- `lz4` and `zstandard` in backends/rocketmq/stored_messages.py: codecs of compressed RocketMQ
+  messages, in no requirement list: needed only for a topic whose producers compress.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -37,6 +54,16 @@ BACKEND_IMPLEMENTATIONS = (
     "staticmq_spark.backends.rocketmq",
     "staticmq_spark.backends.memory",
 )
+
+
+LAZY_OPTIONAL = {
+    ("staticmq_spark.protocol.acl", "yaml"),
+    ("staticmq_spark.lakehouse", "delta"),
+    ("staticmq_spark.cli.doctor_cmd", "pyspark"),
+    ("staticmq_spark.source.schema", "pyspark"),
+    ("staticmq_spark.backends.rocketmq.stored_messages", "lz4"),
+    ("staticmq_spark.backends.rocketmq.stored_messages", "zstandard"),
+}
 
 
 def _under(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -149,6 +176,23 @@ def test_no_module_imports_itself_back_even_from_inside_a_function() -> None:
 
 def test_nothing_above_the_seam_imports_a_wire_or_a_backend_implementation() -> None:
     assert not wire_imports_above_the_seam(_all_sources())
+
+
+def lazy_third_party(sources: Mapping[str, str]) -> set[tuple[str, str]]:
+    """(module, top-level package) of each third-party import written inside a function."""
+    ours = ("staticmq_spark", "broker_stub")
+    return {
+        (name, imported.partition(".")[0])
+        for name, src in sources.items()
+        for imported in _imports(src) - _imports(src, load_time_only=True)
+        if imported.partition(".")[0] not in sys.stdlib_module_names and not _under(imported, ours)
+    }
+
+
+def test_every_lazy_import_of_a_third_party_package_is_listed_in_the_docstring() -> None:
+    assert lazy_third_party(_all_sources()) == LAZY_OPTIONAL
+    for _, package in LAZY_OPTIONAL:
+        assert f"`{package}`" in (__doc__ or "")
 
 
 def test_the_layer_checks_fail_on_a_planted_import() -> None:
