@@ -187,9 +187,10 @@ class RocketMQAdmin(Closeable):
         brokers: list[str] | None = None,
         on_step: Callable[[str], None] | None = None,
     ) -> OperationResult:
-        """Move logic queue leaders onto the target brokers in mqadmin's five steps: write the map-in
+        """Move logic queue leaders onto the target brokers in mqadmin's steps: write the map-in
         brokers (new leaders writable, offsets undecided), the map-out brokers (fenced), read the old
-        leaders' max offsets, write the map-in brokers with the settled offsets, then the others."""
+        leaders' max offsets, write the map-in and the map-out brokers with the settled offsets, then
+        the others."""
         step = on_step or (lambda _name: None)
         targets = self._targets(cluster, brokers)
         current = self._current(topic)
@@ -208,6 +209,7 @@ class RocketMQAdmin(Closeable):
         maxima = {(b, queue): self.reader.client.max_offset(masters[b], topic, queue, logic=False) for b, queue in olds}
         plan = settled(plan, maxima)
         self._write(plan, plan.map_in)
+        self._write(plan, plan.map_out)
         step("settled")
         self._write(plan, [n for n in sorted(plan.brokers) if n not in plan.map_in and n not in plan.map_out])
         step("done")

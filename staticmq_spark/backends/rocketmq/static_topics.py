@@ -5,7 +5,9 @@ plans over each broker's TopicConfigAndQueueMapping, which the admin then writes
 Unlike staticmq's own brokers, RocketMQ keeps every list a broker was given (it never sets an old
 item's endOffset, and its clean service drops stale lists later), so a plan edits each broker's
 current detail instead of rebuilding it: a moved logic queue's full list goes to both the map-in and
-the map-out broker; the map-out broker keeps the undecided new item (mqadmin never writes it again).
+the map-out broker. Where mqadmin leaves copies undecided (the map-out broker's, which its own later
+remaps then refuse), these plans write the settled list to both brokers and refresh every stale copy
+from the leader's list.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ def plan_create(
         raise InvalidArgumentError(f"static topic {topic!r} already has {total_queues} logic queues: nothing to do")
     placements = plan_allocation(total_queues, targets, leaders_of(chains))  # refuses to shrink
     new_epoch = next_epoch(epoch, now_ms)
-    brokers = dict(current)
+    brokers = _refreshed(current, chains)
     for q, broker in sorted(placements.items()):
         bt = brokers.get(broker) or _empty(topic, broker, total_queues, new_epoch)
         bt, physical = _one_more_queue(bt)
@@ -133,7 +135,7 @@ def plan_remapping(
     given to both its map-in and its map-out broker. A broker either maps in or maps out."""
     moves = plan_remap(total_queues, targets, leaders_of(chains))
     new_epoch = next_epoch(epoch, now_ms)
-    brokers = dict(current)
+    brokers = _refreshed(current, chains)
     moved = {}
     for q, broker in sorted(moves.items()):
         old = chains[q][-1]
@@ -148,8 +150,10 @@ def plan_remapping(
 
 def settled(plan: Plan, old_max: Mapping[tuple[str, int], int]) -> Plan:
     """Step 3 of a remap: each new leader's logic offset from its fenced predecessor's physical
-    max (`old_max[(broker, physical queue)]`), as `blockSeqRoundUp`; only the map-in brokers' lists
-    change (they are written again; the map-out brokers keep what step 2 wrote)."""
+    max (`old_max[(broker, physical queue)]`), as `blockSeqRoundUp`, in the lists of both the
+    map-in and the map-out broker. (mqadmin writes only the map-in broker again and leaves the
+    map-out broker's copy undecided; a later remap of RocketMQ 5.5's mqadmin then fails its own
+    check, "The non-latest item has negative logic offset". Both brokers are written again here.)"""
     brokers = dict(plan.brokers)
     for q, (_, new_broker) in sorted(plan.moved.items()):
         chain = brokers[new_broker].detail.hosted[q]
@@ -160,10 +164,22 @@ def settled(plan: Plan, old_max: Mapping[tuple[str, int], int]) -> Plan:
         if top < old.start_offset:
             raise InvalidArgumentError(f"the max offset {top} of {old.bname}/{old.queue} is below its start offset")
         end = old.logic_offset + max(top, old.start_offset) - old.start_offset  # computeStaticQueueOffsetStrictly
-        brokers[new_broker] = _hosting(
-            brokers[new_broker], q, (*chain[:-1], replace(new, logic_offset=settle_logic_offset(end)))
-        )
+        decided = (*chain[:-1], replace(new, logic_offset=settle_logic_offset(end)))
+        for broker in (new_broker, old.bname):
+            brokers[broker] = _hosting(brokers[broker], q, decided)
     return replace(plan, brokers=brokers)
+
+
+def _refreshed(current: Mapping[str, BrokerTopic], chains: Mapping[int, Chain]) -> dict[str, BrokerTopic]:
+    """Every copy a broker holds of a logic queue it does not lead replaced by the leader's own list:
+    a copy left undecided by an earlier remap (mqadmin's) would fail RocketMQ's item checks."""
+    out = {}
+    for name, bt in current.items():
+        hosted = {
+            q: chains[q] if q in chains and chain[-1].bname != name else chain for q, chain in bt.detail.hosted.items()
+        }
+        out[name] = replace(bt, detail=replace(bt.detail, hosted=hosted))
+    return out
 
 
 def detail_json(detail: TopicQueueMapping) -> bytes:
