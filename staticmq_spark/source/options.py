@@ -65,6 +65,12 @@ SOURCE_OPTIONS = OptionTable(
         Option("failOnDataLoss", "bool", "fail when messages to read were removed", default="true"),
         Option("includeProperties", "bool", "read the properties column", default="true"),
         Option("group", "text", "consumer group: commit each finished micro-batch's offsets to the brokers"),
+        Option(
+            "groupMissingOffsets",
+            "choice",
+            "with startingOffsets=group: where a logic queue without a committed offset starts",
+            choices=("earliest", "latest", "fail"),
+        ),
         Option("pullBatchSize", "positive", "messages per pull request (executors)", default="10000"),
         Option("retryTimeoutMs", "positive", "how long reads retry an unavailable broker", default="120000"),
         *SECURITY_OPTIONS,
@@ -78,11 +84,14 @@ QueueValues = tuple[tuple[int, int], ...]
 @dataclass(frozen=True, slots=True)
 class StartSpec:
     """Where a query starts: 'earliest', 'latest', 'offsets' (per topic and queue, -2/-1 allowed),
-    'timestamp' (one for all queues) or 'timestamps' (per topic and queue)."""
+    'timestamp' (one for all queues), 'timestamps' (per topic and queue) or 'group' (the consumer
+    group's committed offsets; `missing` for queues without one: earliest, latest or fail)."""
 
     kind: str
     per_topic: tuple[tuple[str, QueueValues], ...] = ()
     timestamp: int = 0
+    group: str = ""
+    missing: str = "earliest"
 
     def offsets_for(self, topic: str) -> dict[int, int] | None:
         """The JSON values given for `topic` (None: the JSON does not name it)."""
@@ -204,7 +213,20 @@ def _starting(opts: ParsedOptions, topics: tuple[str, ...], pattern: str, defaul
             "timestamps", per_topic=_topic_json(opts, "startingOffsetsByTimestamp", value, topics, pattern, 0)
         )
     value = opts.text("startingOffsets") if "startingOffsets" in opts else default
+    if value.strip().lower() == "group":
+        return _group_start(opts)
+    if "groupMissingOffsets" in opts:
+        raise InvalidOptionError(f"option {opts.key('groupMissingOffsets')!r} applies with startingOffsets=group only")
     return _offsets_spec(opts, "startingOffsets", value, topics, pattern, allow_earliest=True)
+
+
+def _group_start(opts: ParsedOptions) -> StartSpec:
+    """startingOffsets=group: each logic queue from the `group` option's committed offset."""
+    if not opts.text("group"):
+        raise InvalidOptionError(
+            f"option {opts.key('startingOffsets')!r} is 'group': name the consumer group with option 'group'"
+        )
+    return StartSpec("group", group=_group(opts), missing=opts.choice("groupMissingOffsets") or "earliest")
 
 
 def _offsets_spec(

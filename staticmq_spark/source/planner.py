@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from staticmq_spark.backends import ClusterReader
-from staticmq_spark.errors import DataLossError, InvalidOptionError, QueueUnavailableError
+from staticmq_spark.errors import DataLossError, InvalidOptionError, NotFoundError, QueueUnavailableError
 from staticmq_spark.source.options import EARLIEST, LATEST, SourceOptions, StartSpec
 from staticmq_spark.source.partition import QueuePartition, ReadSettings, SegmentRef
 from staticmq_spark.source.snapshot import TopicSnapshot
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 def resolve_offsets(
     snap: TopicSnapshot, spec: StartSpec, access: ClusterReader, option: str = "startingOffsets"
 ) -> dict[int, int]:
-    """Concrete logic offsets for every queue from earliest / latest / JSON / timestamps;
+    """Concrete logic offsets for every queue from earliest / latest / JSON / timestamps / a group;
     `option` names the option they came from in errors."""
     queues = range(snap.total_queues)
     if spec.kind == "earliest":
@@ -26,6 +26,8 @@ def resolve_offsets(
         return snap.latest()
     if spec.kind == "timestamp":
         return {q: access.offset_for_timestamp(snap.topic, q, spec.timestamp) for q in queues}
+    if spec.kind == "group":
+        return group_offsets(snap, spec, access)
     given = spec.offsets_for(snap.topic)
     if given is None:  # a topicPattern topic the JSON does not name: from its earliest
         return snap.earliest()
@@ -42,6 +44,39 @@ def resolve_offsets(
     for q, offset in given.items():
         bounds = snap.bounds[q]
         out[q] = bounds.min_offset if offset == EARLIEST else bounds.max_offset if offset == LATEST else offset
+    return out
+
+
+def group_offsets(snap: TopicSnapshot, spec: StartSpec, access: ClusterReader) -> dict[int, int]:
+    """The group's committed logic offset of every queue. A queue without one starts as
+    `spec.missing` says; one past the queue's end starts at its end (the topic was re-created or
+    cut short); one below its start is left for plan_partitions to report as data loss."""
+    out, missing = {}, []
+    for q in range(snap.total_queues):
+        committed = access.committed_offset(spec.group, snap.topic, q)
+        bounds = snap.bounds[q]
+        if committed is None:
+            missing.append(q)
+            out[q] = bounds.max_offset if spec.missing == "latest" else bounds.min_offset
+        elif committed > bounds.max_offset:
+            log.warning(
+                "group %s: offset %d of %s queue %d is past its end %d; starting there",
+                spec.group,
+                committed,
+                snap.topic,
+                q,
+                bounds.max_offset,
+            )
+            out[q] = bounds.max_offset
+        else:
+            out[q] = committed
+    if missing and spec.missing == "fail":
+        raise NotFoundError(
+            f"consumer group {spec.group!r} has no committed offset for topic {snap.topic!r} logic queue(s) "
+            f"{missing} (groupMissingOffsets=fail; earliest or latest start them there)"
+        )
+    if missing:
+        log.info("group %s: %s queue(s) %s start at %s", spec.group, snap.topic, missing, spec.missing)
     return out
 
 

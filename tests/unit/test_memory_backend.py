@@ -14,7 +14,7 @@ import pytest
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.memory import MemoryCluster
 from staticmq_spark.backends.types import WriteSettings
-from staticmq_spark.errors import DataLossError, UnsupportedOperationError
+from staticmq_spark.errors import DataLossError, InvalidOptionError, NotFoundError, UnsupportedOperationError
 from staticmq_spark.source.admission import advance, count_rows, share_budget
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import parse_source_options
@@ -165,3 +165,59 @@ def test_operations_the_memory_backend_lacks_raise_unsupported_operation_naming_
         backend.pop_consumer("g", "t")
     with pytest.raises(UnsupportedOperationError, match="deleteTopic"):
         backend.admin().delete_topic("t")
+
+
+# ---------------------------------------------------------------------- startingOffsets=group
+
+
+@pytest.fixture
+def grouped() -> Iterator[MemoryCluster]:
+    c = MemoryCluster("grouped", ["broker-0", "broker-1"])
+    c.create_static_topic("orders", 4, ["broker-0", "broker-1"])
+    c.send("orders", [f"user-{i}" for i in range(80)])
+    yield c
+    c.close()
+
+
+def _group_start(missing: str | None = None) -> dict[int, int]:
+    raw = {"namesrv": "memory://grouped", "topic": "orders", "startingOffsets": "group", "group": "etl"}
+    if missing is not None:
+        raw["groupMissingOffsets"] = missing
+    opts = parse_source_options(raw, streaming=True)
+    reader = open_backend("memory://grouped").reader()
+    return resolve_offsets(take_snapshot(reader, "orders"), opts.starting, reader)
+
+
+def test_starting_offsets_group_starts_each_queue_at_the_groups_committed_offset(grouped: MemoryCluster) -> None:
+    reader = open_backend("memory://grouped").reader()
+    reader.commit_offset("etl", "orders", 0, 3)
+    reader.commit_offset("etl", "orders", 2, 1)
+    snap = take_snapshot(reader, "orders")
+    starts = _group_start()
+    assert (starts[0], starts[2]) == (3, 1)
+    assert (starts[1], starts[3]) == (snap.bounds[1].min_offset, snap.bounds[3].min_offset)
+    latest = _group_start("latest")
+    assert (latest[1], latest[3]) == (snap.bounds[1].max_offset, snap.bounds[3].max_offset)
+    with pytest.raises(NotFoundError, match=r"no committed offset .* logic queue\(s\) \[1, 3\]"):
+        _group_start("fail")
+
+
+def test_a_group_offset_committed_before_a_remap_is_found_through_the_offset_jump(grouped: MemoryCluster) -> None:
+    reader = open_backend("memory://grouped").reader()
+    reader.commit_offset("etl", "orders", 0, 2)  # on the old leader's segment
+    grouped.remap("orders", ["broker-1"])
+    assert _group_start()[0] == 2
+    reader.commit_offset("etl", "orders", 0, take_snapshot(reader, "orders").bounds[0].max_offset)
+    assert _group_start()[0] == take_snapshot(reader, "orders").bounds[0].max_offset
+
+
+def test_group_start_options_are_checked_when_the_query_is_planned() -> None:
+    base = {"namesrv": "memory://grouped", "topic": "orders"}
+    with pytest.raises(InvalidOptionError, match="name the consumer group with option 'group'"):
+        parse_source_options({**base, "startingOffsets": "group"}, streaming=True)
+    with pytest.raises(InvalidOptionError, match="applies with startingOffsets=group only"):
+        parse_source_options({**base, "group": "etl", "groupMissingOffsets": "latest"}, streaming=True)
+    with pytest.raises(InvalidOptionError, match="'groupMissingOffsets' must be earliest or latest or fail, got 'x'"):
+        parse_source_options(
+            {**base, "startingOffsets": "group", "group": "g", "groupMissingOffsets": "x"}, streaming=True
+        )
