@@ -34,7 +34,7 @@ def test_a_route_cached_while_the_leader_was_down_is_refreshed_on_the_next_send(
     )
     client = FakeClient([down, back])
     producer = RocketMQProducer("rocketmq://127.0.0.1:9876", client=client, send_timeout_s=5)  # type: ignore[arg-type]
-    result = producer.send("t", b"x", queue=0)
+    (result,) = producer.send_batch("t", [b"x"], queue=0)
     assert (result.broker, result.queue_offset) == ("broker-a", 7)
     assert client.sent == [("127.0.0.1:1", "broker-a", 0)]
     assert client.route_calls == 2
