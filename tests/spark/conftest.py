@@ -1,4 +1,5 @@
-"""Spark tests share one local[2] session and one real 3-broker cluster per module."""
+"""Spark tests share one local[2] session and one real 3-broker cluster per module; the Spark Connect
+test shares one Connect server per session."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from staticmq_spark import configure_spark
 from staticmq_spark.testing import LocalCluster
+from tests.support.spark_cluster import ConnectServer
 
 SPARK_CONF = {
     "spark.ui.enabled": "false",
@@ -42,3 +44,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     path: Path = tmp_path_factory.mktemp("spark-cluster")
     with LocalCluster(brokers=3, data_dir=path / "cluster", heartbeat_ms=300, broker_timeout_ms=3000) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """pyspark's Spark Connect server (local[2]) on a free loopback port, once per session."""
+    server = ConnectServer(tmp_path_factory.mktemp("spark-connect"))
+    try:
+        yield server
+    finally:
+        server.stop()
