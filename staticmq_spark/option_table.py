@@ -55,6 +55,9 @@ class OptionTable:
         self.side = side
         self.options = {o.name.lower(): o for o in options}
         self._keys = {alias.lower(): o.name.lower() for o in options for alias in (o.name, *o.aliases)}
+        # the documented spelling of each name and alias: Spark lowercases option keys before a data
+        # source sees them, so errors name the alias the user chose as it is documented
+        self._spelling = {alias.lower(): alias for o in options for alias in (o.name, *o.aliases)}
 
     def describe(self) -> str:
         return ", ".join(f"{o.name} ({o.doc})" for o in self.options.values())
@@ -70,12 +73,13 @@ class OptionTable:
             if canonical is None:
                 unknown.append(str(key))
                 continue
+            spelled = self._spelling[lower]
             if canonical in given:
                 raise InvalidOptionError(
-                    f"{self.side} options {given[canonical][0]!r} and {key!r} are the same option "
+                    f"{self.side} options {given[canonical][0]!r} and {spelled!r} are the same option "
                     f"({self.options[canonical].name}): give one"
                 )
-            given[canonical] = (str(key), str(value))
+            given[canonical] = (spelled, str(value))
         if unknown:
             raise InvalidOptionError(
                 f"unknown staticmq {self.side} option(s) {sorted(unknown)}; accepted: {self.describe()}"
@@ -90,7 +94,7 @@ class OptionTable:
 class ParsedOptions:
     table: OptionTable
     values: dict[str, str]  # canonical (lower case) -> value given
-    keys: dict[str, str]  # canonical (lower case) -> the key as the user wrote it (an alias, any case)
+    keys: dict[str, str]  # canonical (lower case) -> the name or alias the user gave, as documented
 
     def __contains__(self, name: str) -> bool:
         return name.lower() in self.values
@@ -103,7 +107,8 @@ class ParsedOptions:
         return self.values.get(name.lower(), option.default)
 
     def key(self, name: str) -> str:
-        """The option as errors name it: the key the user wrote, else its documented name."""
+        """The option as errors name it: the name or alias the user gave (in its documented
+        spelling), else its documented name."""
         return self.keys.get(name.lower(), self._option(name).name)
 
     def error(self, name: str, problem: str) -> InvalidOptionError:

@@ -1,6 +1,6 @@
 """Source and sink options: declared once, parsed case-insensitively with aliases, errors that name
-the option as the user wrote it and what it accepts, and docs/options.md tables that list exactly
-the declared options."""
+the option or alias the user gave (as documented: Spark lowercases keys) and what it accepts, and
+docs/options.md tables that list exactly the declared options."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_required_options_name_themselves(missing: str, message: str) -> None:
     ("key", "value", "message"),
     [
         ("maxMessagesPerTrigger", "0", "'maxMessagesPerTrigger' must be a positive integer, got 0"),
-        ("pullbatchsize", "ten", "'pullbatchsize' must be a positive integer, got 'ten'"),  # as written
+        ("pullbatchsize", "ten", "'pullBatchSize' must be a positive integer, got 'ten'"),  # as documented
         ("failOnDataLoss", "yes", "'failOnDataLoss' must be true or false, got 'yes'"),
         ("maxTriggerDelay", "soon", "'maxTriggerDelay' must be a duration like 30s, 5m or 1500ms"),
         ("namesrv", "kafka://h:1", "unknown scheme 'kafka'"),
@@ -136,17 +136,17 @@ def test_an_error_about_an_alias_names_the_alias_as_written(streaming: bool) -> 
 
 
 @pytest.mark.parametrize("streaming", [True, False])
-def test_an_error_about_a_key_in_another_case_names_it_in_that_case(streaming: bool) -> None:
-    with pytest.raises(InvalidOptionError, match=re.escape("option 'MINOFFSETSPERTRIGGER' must be a positive")):
+def test_an_error_about_a_key_in_another_case_names_it_as_documented(streaming: bool) -> None:
+    with pytest.raises(InvalidOptionError, match=re.escape("option 'minOffsetsPerTrigger' must be a positive")):
         parse_source_options({**BASE, "MINOFFSETSPERTRIGGER": "-1"}, streaming=streaming)
-    with pytest.raises(InvalidOptionError, match=re.escape("option 'FailOnDataLoss' must be true or false")):
+    with pytest.raises(InvalidOptionError, match=re.escape("option 'failOnDataLoss' must be true or false")):
         parse_source_options({**BASE, "FailOnDataLoss": "yes"}, streaming=streaming)
 
 
-def test_a_sink_error_names_the_key_as_written() -> None:
-    with pytest.raises(InvalidOptionError, match=re.escape("sink option 'ORDERSTRATEGY' must be strict or best-tried")):
+def test_a_sink_error_names_the_key_as_documented() -> None:
+    with pytest.raises(InvalidOptionError, match=re.escape("sink option 'orderStrategy' must be strict or best-tried")):
         parse_sink_options({**BASE, "ORDERSTRATEGY": "fifo"})
-    with pytest.raises(InvalidOptionError, match=re.escape("sink option 'sendtimeoutms' must be a positive integer")):
+    with pytest.raises(InvalidOptionError, match=re.escape("sink option 'sendTimeoutMs' must be a positive integer")):
         parse_sink_options({**BASE, "sendtimeoutms": "0"})
 
 
@@ -161,39 +161,39 @@ def test_an_option_not_given_is_named_as_documented() -> None:
     [
         (
             {"minOffsetsPerTrigger": "9", "MaxOffsetsPerTrigger": "3"},
-            "option 'minOffsetsPerTrigger' (9) is larger than option 'MaxOffsetsPerTrigger' (3)",
+            "option 'minOffsetsPerTrigger' (9) is larger than option 'maxOffsetsPerTrigger' (3)",
         ),
-        ({"STARTINGTIMESTAMP": "soon"}, "option 'STARTINGTIMESTAMP' must be an integer, got 'soon'"),
-        ({"startingoffsets": "{"}, "option 'startingoffsets' is neither a keyword nor valid JSON"),
-        ({"Group": "bad group!"}, "option 'Group': "),
+        ({"STARTINGTIMESTAMP": "soon"}, "option 'startingTimestamp' must be an integer, got 'soon'"),
+        ({"startingoffsets": "{"}, "option 'startingOffsets' is neither a keyword nor valid JSON"),
+        ({"Group": "bad group!"}, "option 'group': "),
         (
             {"startingOffsets": "earliest", "StartingTimestamp": "0"},
-            "(got ['startingOffsets', 'StartingTimestamp'])",
+            "(got ['startingOffsets', 'startingTimestamp'])",
         ),
     ],
 )
-def test_errors_the_source_formats_itself_name_keys_as_written(raw: dict[str, str], message: str) -> None:
+def test_errors_the_source_formats_itself_name_the_alias_given(raw: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidOptionError, match=re.escape(message)):
         parse_source_options({**BASE, **raw}, streaming=True)
 
 
-def test_source_errors_about_subscription_and_offsets_name_keys_as_written() -> None:
+def test_source_errors_about_subscription_and_offsets_name_the_option_given() -> None:
     ns = {"namesrv": BASE["namesrv"]}
-    with pytest.raises(InvalidOptionError, match=re.escape("option 'TOPIC': ")):
+    with pytest.raises(InvalidOptionError, match=re.escape("option 'topic': ")):
         parse_source_options({**ns, "TOPIC": "a,b/c"}, streaming=True)
-    with pytest.raises(InvalidOptionError, match=re.escape("option 'topicpattern': 'o(' is not a regular expression")):
+    with pytest.raises(InvalidOptionError, match=re.escape("option 'topicPattern': 'o(' is not a regular expression")):
         parse_source_options({**ns, "topicpattern": "o("}, streaming=True)
-    with pytest.raises(InvalidOptionError, match=re.escape("option 'ENDINGOFFSETS' applies to batch queries only")):
+    with pytest.raises(InvalidOptionError, match=re.escape("option 'endingOffsets' applies to batch queries only")):
         parse_source_options({**BASE, "ENDINGOFFSETS": "latest"}, streaming=True)
-    with pytest.raises(InvalidOptionError, match=re.escape("option 'StartingOffsets': a batch query cannot start")):
+    with pytest.raises(InvalidOptionError, match=re.escape("option 'startingOffsets': a batch query cannot start")):
         parse_source_options({**BASE, "StartingOffsets": "latest"}, streaming=False)
-    with pytest.raises(InvalidOptionError, match=re.escape("of option 'Topic' ['a', 'b']")):
+    with pytest.raises(InvalidOptionError, match=re.escape("of option 'topic' ['a', 'b']")):
         parse_source_options({**ns, "Topic": "a,b", "startingOffsets": '{"a": {"0": 5}}'}, streaming=True)
 
 
 @pytest.mark.parametrize("parse", [lambda raw: parse_source_options(raw, streaming=True), parse_sink_options])
-def test_one_credential_key_without_the_other_names_both_as_written(parse: Callable[[dict[str, str]], object]) -> None:
-    with pytest.raises(InvalidOptionError, match=re.escape("options 'ACCESSKEY' and 'secretKey' go together")):
+def test_one_credential_key_without_the_other_names_both_keys(parse: Callable[[dict[str, str]], object]) -> None:
+    with pytest.raises(InvalidOptionError, match=re.escape("options 'accessKey' and 'secretKey' go together")):
         parse({**BASE, "ACCESSKEY": "etl"})
-    with pytest.raises(InvalidOptionError, match=re.escape("options 'accessKey' and 'secretkey' go together")):
+    with pytest.raises(InvalidOptionError, match=re.escape("options 'accessKey' and 'secretKey' go together")):
         parse({**BASE, "secretkey": "etl-secret-456"})
