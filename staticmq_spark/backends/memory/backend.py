@@ -119,7 +119,7 @@ class MemoryReader:
             return self.cluster.group_offset(group, topic, queue)
 
     def close(self) -> None:
-        pass
+        """Nothing to release: the cluster lives in this process (MemoryCluster.close ends it)."""
 
 
 class MemorySink:
@@ -268,7 +268,7 @@ class MemoryAdmin:
         return rows
 
     def close(self) -> None:
-        pass
+        """Nothing to release: the cluster lives in this process (MemoryCluster.close ends it)."""
 
 
 class MemoryBackend:
@@ -301,4 +301,4 @@ class MemoryBackend:
         raise _unsupported("exclusive consumption")
 
     def close(self) -> None:
-        pass
+        """Nothing to release: the cluster lives in this process (MemoryCluster.close ends it)."""

@@ -1,4 +1,5 @@
-"""The Apache RocketMQ backend of the cluster-access layer (remoting protocol, static topics)."""
+"""Reading static topics from Apache RocketMQ over its remoting protocol: every broker's mapping,
+physical pulls with one read-ahead per queue, offsets by time and group offsets."""
 
 from __future__ import annotations
 
