@@ -5,12 +5,15 @@ check, resolution of logic offset ranges to physical segments, and views of brok
 from staticmq_spark.mapping.consistency import ConsistencyReport, check_consistency
 from staticmq_spark.mapping.items import UNDECIDED, Chain, MappingItem, TopicQueueMapping
 from staticmq_spark.mapping.planning import (
+    RemapSteps,
     copies_for,
     drop_expired,
     leaders_of,
     new_items,
     plan_allocation,
     plan_remap,
+    plan_remap_steps,
+    settled_chain,
 )
 from staticmq_spark.mapping.rules import (
     check_transition,
@@ -42,6 +45,7 @@ __all__ = [
     "ConsistencyReport",
     "MappingItem",
     "PhysicalBounds",
+    "RemapSteps",
     "ResolvedRanges",
     "Segment",
     "SegmentTable",
@@ -63,9 +67,11 @@ __all__ = [
     "next_epoch",
     "plan_allocation",
     "plan_remap",
+    "plan_remap_steps",
     "second_leader",
     "segment_rows",
     "settle_logic_offset",
+    "settled_chain",
     "validate_chain",
     "validate_mapping",
 ]

@@ -12,9 +12,11 @@ in or only maps them out in one remap, never both.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.mapping.items import UNDECIDED, Chain, MappingItem, TopicQueueMapping
+from staticmq_spark.mapping.rules import next_epoch, settle_logic_offset
 
 
 def _check_targets(targets: Sequence[str]) -> None:
@@ -144,3 +146,54 @@ def drop_expired(chain: Chain, physical_min: Mapping[tuple[str, int], int]) -> C
 
 def is_undecided(chain: Chain) -> bool:
     return chain[-1].logic_offset == UNDECIDED
+
+
+@dataclass(frozen=True)
+class RemapSteps:
+    """A remap as the brokers receive it (switch-new, fence-old, settle-new): `copies` (at `epoch`)
+    hold the new leaders with undecided logic offsets; write them to `map_in` (new leaders
+    writable), then to `map_out` (old leaders fenced), then settle each moved chain
+    (`settled_chain`) from its old leader's final max and write the result everywhere."""
+
+    moves: dict[int, str]  # logic queue -> its new broker
+    epoch: int
+    pending: dict[int, Chain]  # every chain, the moved ones ending in their undecided new item
+    map_in: list[str]
+    map_out: list[str]
+    copies: dict[str, TopicQueueMapping]
+
+
+def plan_remap_steps(
+    topic: str,
+    total_queues: int,
+    epoch: int,
+    chains: Mapping[int, Chain],
+    targets: Sequence[str],
+    physical_counts: Mapping[str, int],
+    brokers: Iterable[str],
+    now_ms: int,
+) -> RemapSteps | None:
+    """The remap of `chains` onto `targets` (None: nothing moves). `physical_counts`: each broker's
+    physical queues of the topic (a new item takes the next id); `brokers`: every live one."""
+    moves = plan_remap(total_queues, targets, leaders_of(chains))
+    if not moves:
+        return None
+    new_epoch = next_epoch(epoch, now_ms)
+    gens = {q: chains[q][-1].gen + 1 for q in moves}
+    fresh = new_items(moves, physical_counts, gens=gens, logic_offset=UNDECIDED, now_ms=now_ms)
+    pending = {**chains, **{q: (*chains[q], fresh[q]) for q in moves}}
+    map_in = sorted(set(moves.values()))
+    map_out = sorted({chains[q][-1].bname for q in moves})
+    copies = copies_for(topic, new_epoch, total_queues, pending, brokers)
+    return RemapSteps(moves, new_epoch, pending, map_in, map_out, copies)
+
+
+def settled_chain(chain: Chain, final_max: int, last_store_ms: int, now_ms: int) -> Chain:
+    """A pending chain settled: its old leader (fenced, second to last) ends at `final_max` (its
+    physical max once fenced), and the new leader's logic offset follows that end."""
+    old, new = chain[-2], chain[-1]
+    old_done = replace(
+        old, end_offset=max(final_max, old.start_offset), time_of_end=last_store_ms or now_ms, update_time=now_ms
+    )
+    new_done = replace(new, logic_offset=settle_logic_offset(old_done.logic_end()), update_time=now_ms)
+    return (*chain[:-2], old_done, new_done)

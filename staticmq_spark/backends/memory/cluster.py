@@ -18,7 +18,6 @@ from staticmq_spark.errors import (
     TopicNotFoundError,
 )
 from staticmq_spark.mapping import (
-    UNDECIDED,
     Chain,
     ConsistencyReport,
     TopicQueueMapping,
@@ -29,8 +28,8 @@ from staticmq_spark.mapping import (
     new_items,
     next_epoch,
     plan_allocation,
-    plan_remap,
-    settle_logic_offset,
+    plan_remap_steps,
+    settled_chain,
 )
 from staticmq_spark.protocol.topic import TopicConfig
 
@@ -176,30 +175,21 @@ class MemoryCluster:
             if not report.exists:
                 raise TopicNotFoundError(f"static topic {topic!r} does not exist")
             chains = dict(report.chains)
-            moves = plan_remap(report.total_queues, targets, leaders_of(chains))
-            if not moves:
-                return OperationResult(topic, report.epoch, report.total_queues, {}, {}, "nothing to move")
             now = now_ms()
-            epoch = next_epoch(report.epoch, now)
-            gens = {q: chains[q][-1].gen + 1 for q in moves}
-            next_ids = {n: s.physical_count for n, s in states.items()}
-            fresh = new_items(moves, next_ids, gens=gens, logic_offset=UNDECIDED, now_ms=now)
-            pending = {**chains, **{q: (*chains[q], fresh[q]) for q in moves}}
-            map_in = sorted(set(moves.values()))
-            map_out = sorted({chains[q][-1].bname for q in moves})
-            copies = copies_for(topic, epoch, report.total_queues, pending, states)
-            self._write(copies, map_in)  # 1. switch to new
+            counts = {n: st.physical_count for n, st in states.items()}
+            plan = plan_remap_steps(topic, report.total_queues, report.epoch, chains, targets, counts, states, now)
+            if plan is None:
+                return OperationResult(topic, report.epoch, report.total_queues, {}, {}, "nothing to move")
+            moves, epoch, pending, map_in = plan.moves, plan.epoch, plan.pending, plan.map_in
+            self._write(plan.copies, map_in)  # 1. switch to new
             step("switched")
-            self._write(copies, map_out)  # 2. fence old
+            self._write(plan.copies, plan.map_out)  # 2. fence old
             step("fenced")
             settled = {}
             for q in moves:  # 3. settle new: logic offset from the old segment's final end
-                old, new = pending[q][-2], pending[q][-1]
+                old = pending[q][-2]
                 bounds = self.physical(topic, old.bname, old.queue).bounds()
-                last_ts = bounds.last_store_timestamp or now
-                old_done = replace(old, end_offset=max(bounds.max_offset, old.start_offset), time_of_end=last_ts)
-                new_done = replace(new, logic_offset=settle_logic_offset(old_done.logic_end()), update_time=now)
-                settled[q] = (*pending[q][:-2], old_done, new_done)
+                settled[q] = settled_chain(pending[q], bounds.max_offset, bounds.last_store_timestamp, now)
             lows = {(n, q): pq.low for n, b in self.brokers.items() for (t, q), pq in b.queues.items() if t == topic}
             final = {q: drop_expired(c, lows) for q, c in {**chains, **settled}.items()}
             copies = copies_for(topic, epoch, report.total_queues, final, states)

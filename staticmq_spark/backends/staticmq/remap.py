@@ -24,7 +24,6 @@ from staticmq_spark.errors import (
     TopicNotFoundError,
 )
 from staticmq_spark.mapping import (
-    UNDECIDED,
     BrokerState,
     Chain,
     ConsistencyReport,
@@ -36,8 +35,8 @@ from staticmq_spark.mapping import (
     new_items,
     next_epoch,
     plan_allocation,
-    plan_remap,
-    settle_logic_offset,
+    plan_remap_steps,
+    settled_chain,
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.topic_wire import config_from_pb
@@ -137,21 +136,15 @@ class StaticTopicAdmin:
             raise TopicNotFoundError(f"static topic {topic!r} does not exist")
         self._require_consistent(topic, report)
         chains = dict(report.chains)
-        moves = plan_remap(report.total_queues, targets, leaders_of(chains))
-        if not moves:
-            return OperationResult(topic, report.epoch, report.total_queues, {}, {}, "nothing to move")
         now = _now_ms()
-        epoch = next_epoch(report.epoch, now)
-        gens = {q: chains[q][-1].gen + 1 for q in moves}
-        next_ids = {n: s.physical_count for n, s in states.items()}
-        fresh = new_items(moves, next_ids, gens=gens, logic_offset=UNDECIDED, now_ms=now)
-        pending = {**chains, **{q: (*chains[q], fresh[q]) for q in moves}}
-        map_in = sorted(set(moves.values()))
-        map_out = sorted({chains[q][-1].bname for q in moves})
-        copies = copies_for(topic, epoch, report.total_queues, pending, states)
-        self._write(states, copies, map_in)  # 1. switch to new: new leaders writable, offsets undecided
+        counts = {n: st.physical_count for n, st in states.items()}
+        plan = plan_remap_steps(topic, report.total_queues, report.epoch, chains, targets, counts, states, now)
+        if plan is None:
+            return OperationResult(topic, report.epoch, report.total_queues, {}, {}, "nothing to move")
+        moves, epoch, pending, map_in, map_out = plan.moves, plan.epoch, plan.pending, plan.map_in, plan.map_out
+        self._write(states, plan.copies, map_in)  # 1. switch to new: new leaders writable, offsets undecided
         step("switched")
-        self._write(states, copies, map_out)  # 2. fence old: no more writes to the old leaders
+        self._write(states, plan.copies, map_out)  # 2. fence old: no more writes to the old leaders
         step("fenced")
         settled = self._settle(topic, pending, list(moves), now)  # 3. settle new
         final = self._cleaned(topic, {**chains, **settled}, states)
@@ -169,13 +162,11 @@ class StaticTopicAdmin:
         fenced = self.gather(topic, {n: self.admin.broker_addr(n) for n in sorted({o.bname for o in olds.values()})})
         out = {}
         for q in queues:
-            old, new = olds[q], chains[q][-1]
+            old = olds[q]
             bounds = fenced[old.bname].physical.get(old.queue)
             final_max = bounds.max_offset if bounds is not None else old.start_offset
-            last_ts = bounds.last_store_timestamp if bounds is not None and bounds.last_store_timestamp else now
-            old_done = replace(old, end_offset=max(final_max, old.start_offset), time_of_end=last_ts, update_time=now)
-            new_done = replace(new, logic_offset=settle_logic_offset(old_done.logic_end()), update_time=now)
-            out[q] = (*chains[q][:-2], old_done, new_done)
+            last_ts = bounds.last_store_timestamp if bounds is not None else 0
+            out[q] = settled_chain(chains[q], final_max, last_ts, now)
         return out
 
     def _cleaned(self, topic: str, chains: dict[int, Chain], states: dict[str, BrokerState]) -> dict[int, Chain]:
