@@ -211,6 +211,8 @@ class WriteSettings:
     active_detection: bool = True
     request_bytes: int = 8 << 20
     security: ClientSecurity = PLAIN
+    delivery: str = "exactly-once"  # EXACTLY_ONCE or AT_LEAST_ONCE (backends.api)
+    decision_topic: str = "staticmq_sink_decisions"  # RocketMQ's exactly-once sink: its decisions
 
 
 # ---------------------------------------------------------------------------- administration

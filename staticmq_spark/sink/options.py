@@ -39,6 +39,22 @@ SINK_OPTIONS = OptionTable(
         Option("sendTimeoutMs", "positive", "how long a row keeps trying its queue", default="60000"),
         Option("activeDetection", "bool", "probe brokers so keyless rows skip unreachable ones", default="true"),
         Option("requestBytes", "positive", "bytes per staging request", default=str(8 << 20)),
+        Option(
+            "deliveryGuarantee",
+            "choice",
+            "exactly-once (staged or transactional rows, committed once per micro-batch) or at-least-once "
+            "(Apache RocketMQ: direct sends, each row carrying staticmq_row_id; broker_stub is exactly once "
+            "either way)",
+            choices=("exactly-once", "at-least-once"),
+            default="exactly-once",
+        ),
+        Option(
+            "decisionTopic",
+            "text",
+            "Apache RocketMQ, exactly once: the plain topic holding each micro-batch's commit decision "
+            "(created on every broker when missing)",
+            default="staticmq_sink_decisions",
+        ),
         *SECURITY_OPTIONS,
     ],
 )
@@ -64,6 +80,8 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
         active_detection=opts.flag("activeDetection"),
         request_bytes=opts.positive("requestBytes") or 8 << 20,
         security=client_security(opts),
+        delivery=opts.choice("deliveryGuarantee") or "exactly-once",
+        decision_topic=opts.text("decisionTopic") or "staticmq_sink_decisions",
     )
 
 

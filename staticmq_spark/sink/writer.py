@@ -64,7 +64,7 @@ def freeze_long_lived_heap() -> None:
 
 def _sink(opts: SinkOptions) -> SinkWriter:
     """This process's sink of the cluster (executors keep it across tasks)."""
-    return shared_backend(opts.namesrv, opts.security).sink()
+    return shared_backend(opts.namesrv, opts.security).sink(opts.delivery)
 
 
 def _write(

@@ -39,6 +39,12 @@ JDK17_OPENS = [
 MAX_PULL_MESSAGES = 4096  # per pull answer; RocketMQ's default is 32 messages / 256 KiB (docs/rocketmq.md)
 
 
+# RocketMQ 5.5.0's TransactionalOpBatchService pins a core once a broker has ended transactional
+# messages and then goes idle (apache/rocketmq#10966): a long batching interval keeps its wake-up in
+# the future, and a small batch size still writes the op messages (which mark halves as ended) at once.
+TRANSACTION_OP_WORKAROUND = ("transactionOpBatchInterval=3600000", "transactionOpMsgMaxSize=64")
+
+
 class RocketMQClusterError(StaticMQError):
     """The local RocketMQ cluster did not start, or an mqadmin command failed."""
 
@@ -257,6 +263,7 @@ class LocalRocketMQ:
                     "maxHashSlotNum=100000",
                     "maxIndexNum=400000",
                     "timerWheelEnable=false",
+                    *TRANSACTION_OP_WORKAROUND,
                     "autoCreateTopicEnable=false",
                     "autoCreateSubscriptionGroup=true",
                     f"maxTransferCountOnMessageInMemory={MAX_PULL_MESSAGES}",

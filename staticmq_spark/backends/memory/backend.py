@@ -282,7 +282,7 @@ class MemoryBackend:
     def reader(self) -> MemoryReader:
         return MemoryReader(self.address)
 
-    def sink(self) -> MemorySink:
+    def sink(self, delivery: str = EXACTLY_ONCE) -> MemorySink:
         return MemorySink(self.address)
 
     def admin(self, *, timeout_s: float = 10.0, wait_for_ready: bool = True) -> MemoryAdmin:

@@ -1,6 +1,7 @@
 """The Apache RocketMQ backend: a RocketMQ 5 cluster reached over its remoting protocol (pure
-Python, no JVM). Static topics are read physically through each broker's mapping; the sink
-sends rows directly (at least once, with a dedup key per row)."""
+Python, no JVM). Static topics are read physically through each broker's mapping; the sink is
+exactly once with transactional half messages (transactional_sink), or at least once with
+direct sends and a dedup key per row (direct_sink)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from typing import Any, NoReturn
 import pyarrow as pa
 
 from staticmq_spark.backends.address import ClusterAddress
-from staticmq_spark.backends.api import AT_LEAST_ONCE, ProducerSettings, TaskWrite
+from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, ProducerSettings, TaskWrite
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.direct_sink import write_direct
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
 from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
+from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
 from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, WriteSettings
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 
@@ -72,6 +74,7 @@ class RocketMQBackend:
         self.security = security
         self._reader: RocketMQReader | None = None
         self._sink: RocketMQSink | None = None
+        self._transactional: RocketMQTransactionalSink | None = None
         self._lock = threading.Lock()
 
     def _client(self, timeout_s: float = 10.0) -> RemotingClient:
@@ -84,11 +87,17 @@ class RocketMQBackend:
                 self._reader = RocketMQReader(self.address, self._client())
             return self._reader
 
-    def sink(self) -> RocketMQSink:
+    def sink(self, delivery: str = EXACTLY_ONCE) -> RocketMQSink | RocketMQTransactionalSink:
         with self._lock:
-            if self._sink is None:
-                self._sink = RocketMQSink(self.address, self.security)
-            return self._sink
+            if delivery == AT_LEAST_ONCE:
+                if self._sink is None:
+                    self._sink = RocketMQSink(self.address, self.security)
+                return self._sink
+            if delivery != EXACTLY_ONCE:
+                raise InvalidArgumentError(f"delivery guarantee {delivery!r}: use {EXACTLY_ONCE} or {AT_LEAST_ONCE}")
+            if self._transactional is None:
+                self._transactional = RocketMQTransactionalSink(self._client())
+            return self._transactional
 
     def admin(self, *, timeout_s: float = 10.0, wait_for_ready: bool = True) -> RocketMQAdmin:
         return RocketMQAdmin(RocketMQReader(self.address, self._client(timeout_s)))
@@ -130,9 +139,10 @@ class RocketMQBackend:
 
     def close(self) -> None:
         with self._lock:
-            reader, sink = self._reader, self._sink
-            self._reader = self._sink = None
+            reader, sinks = self._reader, (self._sink, self._transactional)
+            self._reader = self._sink = self._transactional = None
         if reader is not None:
             reader.close()
-        if sink is not None:
-            sink.close()
+        for sink in sinks:
+            if sink is not None:
+                sink.close()

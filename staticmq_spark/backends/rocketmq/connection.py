@@ -68,6 +68,29 @@ class Connection(Closeable):
             raise BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
         return opaque, future
 
+    def submit_many(
+        self, requests: list[tuple[int, dict[str, object], bytes]]
+    ) -> list[tuple[int, Future[RemotingCommand]]]:
+        """Many requests in one write (pipelined): (opaque, future) for each, in order."""
+        sent: list[tuple[int, Future[RemotingCommand]]] = []
+        frames = []
+        with self._pending_lock:
+            if self._closed is not None:
+                raise BrokerUnavailableError(f"connection to RocketMQ at {self.addr} is closed: {self._closed}")
+            for code, ext, body in requests:
+                opaque = next(_OPAQUES) & 0x7FFFFFFF
+                future: Future[RemotingCommand] = Future()
+                self._pending[opaque] = future
+                sent.append((opaque, future))
+                frames.append(encode_request(code, opaque, ext, body))
+        try:
+            with self._write_lock:
+                self._sock.sendall(b"".join(frames))
+        except OSError as exc:
+            self._fail(f"write failed: {exc}")
+            raise BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
+        return sent
+
     def wait(self, sent: tuple[int, Future[RemotingCommand]], code: int, timeout_s: float) -> RemotingCommand:
         opaque, future = sent
         try:

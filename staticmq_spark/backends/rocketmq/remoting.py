@@ -185,6 +185,10 @@ class RemotingClient:
             sign_request(self.credentials, fields, body)
         return fields
 
+    def signed(self, ext: dict[str, object], body: bytes = b"") -> dict[str, object]:
+        """A request's extFields as they travel (strings, signed when the cluster has ACL keys)."""
+        return dict(self._fields(ext, body))
+
     def call(
         self, addr: str, code: int, ext: dict[str, object], body: bytes = b"", timeout_s: float | None = None
     ) -> RemotingCommand:

@@ -84,7 +84,8 @@ class StaticMQBackend:
                 self._reader = StaticMQReader(self.address, self.security)
             return self._reader
 
-    def sink(self) -> StaticMQSink:
+    def sink(self, delivery: str = EXACTLY_ONCE) -> StaticMQSink:
+        """Exactly once for either `delivery` (two-phase staging is this backend's only sink)."""
         with self._lock:
             if self._sink is None:
                 self._sink = StaticMQSink(self.address, self.security)

@@ -1,0 +1,221 @@
+"""The exactly-once sink's durable decisions on a RocketMQ cluster.
+
+A decision names every half message of one micro-batch (writer, batch) that its driver is about to
+commit, and where each target physical queue ended before the first commit. It is written before any
+half is committed, as one or more messages (chunks) of a plain topic, keyed `staticmq-decision:<writer>:<batch>`,
+and found again through the brokers' message index (QUERY_MESSAGE by key). A decision is complete
+when all its chunks are found; a driver that died while writing one left no decision (nothing was
+committed yet).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient, encode_properties
+from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
+from staticmq_spark.backends.rocketmq.transactions import create_plain_topic, query_by_key
+from staticmq_spark.errors import BrokerUnavailableError, InternalError, TopicNotFoundError
+
+log = logging.getLogger(__name__)
+I64 = npt.NDArray[np.int64]
+CHUNK_BYTES = 3 << 20  # RocketMQ's message limit is 4 MiB
+DECISION_VERSION = 1
+
+
+@dataclass(frozen=True)
+class HalfRun:
+    """Halves one task attempt (`token`) prepared for one logic queue, on its leader's physical queue.
+    Half i is row `rows[i]` of the task; its UNIQ_KEY is `uniq_key(token, rows[i])`."""
+
+    token: str
+    logic: int
+    bname: str
+    queue: int  # physical queue on bname
+    gen: int  # the leader item's gen when the halves were sent
+    rows: I64
+    commit_log_offsets: I64
+    table_offsets: I64
+
+    @property
+    def count(self) -> int:
+        return len(self.rows)
+
+    def uniq_keys(self) -> list[str]:
+        return [uniq_key(self.token, int(r)) for r in self.rows]
+
+
+def uniq_key(token: str, row: int) -> str:
+    return f"{token}{row:08X}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    writer: str
+    batch: int
+    runs: list[HalfRun]
+    tails: dict[tuple[str, int], int] = field(default_factory=dict)  # (bname, physical queue) -> max offset
+
+    @property
+    def key(self) -> str:
+        return decision_key(self.writer, self.batch)
+
+
+def decision_key(writer: str, batch: int) -> str:
+    return f"staticmq-decision:{writer}:{batch}"
+
+
+def _pack(values: I64) -> str:
+    return base64.b64encode(zlib.compress(np.ascontiguousarray(values, dtype="<i8").tobytes(), 1)).decode()
+
+
+def _unpack(text: str) -> I64:
+    return np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype="<i8").astype(np.int64)
+
+
+def _run_json(run: HalfRun) -> dict[str, Any]:
+    return {
+        "token": run.token,
+        "logic": run.logic,
+        "bname": run.bname,
+        "queue": run.queue,
+        "gen": run.gen,
+        "rows": _pack(run.rows),
+        "clo": _pack(run.commit_log_offsets),
+        "tso": _pack(run.table_offsets),
+    }
+
+
+def _run_of(raw: dict[str, Any]) -> HalfRun:
+    return HalfRun(
+        token=str(raw["token"]),
+        logic=int(raw["logic"]),
+        bname=str(raw["bname"]),
+        queue=int(raw["queue"]),
+        gen=int(raw["gen"]),
+        rows=_unpack(raw["rows"]),
+        commit_log_offsets=_unpack(raw["clo"]),
+        table_offsets=_unpack(raw["tso"]),
+    )
+
+
+def encode_decision(decision: Decision) -> list[bytes]:
+    """The decision as message bodies of at most about CHUNK_BYTES each (at least one)."""
+    runs = [json.dumps(_run_json(r), separators=(",", ":")) for r in decision.runs]
+    groups: list[list[str]] = [[]]
+    size = 0
+    for text in runs:
+        if groups[-1] and size + len(text) > CHUNK_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(text)
+        size += len(text)
+    tails = [[b, q, o] for (b, q), o in sorted(decision.tails.items())]
+    bodies = []
+    for i, group in enumerate(groups):
+        head = {
+            "v": DECISION_VERSION,
+            "writer": decision.writer,
+            "batch": decision.batch,
+            "chunk": i,
+            "chunks": len(groups),
+            "tails": tails if i == 0 else [],
+        }
+        text = json.dumps(head, separators=(",", ":"))[:-1] + ',"runs":[' + ",".join(group) + "]}"
+        bodies.append(text.encode())
+    return bodies
+
+
+def decode_decision(writer: str, batch: int, bodies: list[bytes]) -> Decision | None:
+    """The decision of (writer, batch) from the chunks found (any order, duplicates and strangers
+    allowed); None when no complete set of chunks is among them."""
+    chunks: dict[int, dict[str, Any]] = {}
+    total = None
+    for body in bodies:
+        try:
+            raw = json.loads(body)
+        except ValueError:
+            continue
+        if not isinstance(raw, dict) or raw.get("writer") != writer or raw.get("batch") != batch:
+            continue
+        if raw.get("v") != DECISION_VERSION:
+            raise InternalError(f"decision of {writer}:{batch} has version {raw.get('v')}, not {DECISION_VERSION}")
+        chunks[int(raw["chunk"])] = raw
+        total = int(raw["chunks"])
+    if total is None or sorted(chunks) != list(range(total)):
+        return None
+    runs = [_run_of(r) for i in range(total) for r in chunks[i]["runs"]]
+    tails = {(str(b), int(q)): int(o) for b, q, o in chunks[0]["tails"]}
+    return Decision(writer, batch, runs, tails)
+
+
+class DecisionLog:
+    """Decisions in a plain topic with one queue on every master broker (created when missing)."""
+
+    def __init__(self, client: RemotingClient, topic: str) -> None:
+        self.client = client
+        self.topic = topic
+        self._hosts: dict[str, str] | None = None
+
+    def hosts(self, refresh: bool = False) -> dict[str, str]:
+        """Broker name -> address of the brokers holding the topic, creating it where it is missing."""
+        if self._hosts is not None and not refresh:
+            return self._hosts
+        masters = self.client.brokers()
+        try:
+            held = self.client.route(self.topic).masters
+        except TopicNotFoundError:
+            held = {}
+        for name in sorted(set(masters) - set(held)):
+            create_plain_topic(self.client, masters[name], self.topic)
+            log.info("created the sink's decision topic %r on %s", self.topic, name)
+        self._hosts = {name: masters[name] for name in masters}
+        return self._hosts
+
+    def record(self, decision: Decision) -> None:
+        """Every chunk stored on one broker (the first that takes them all), or an error."""
+        bodies = encode_decision(decision)
+        props = encode_properties({"KEYS": decision.key, "WAIT": "true"})
+        errors = []
+        for name, addr in sorted(self.hosts().items()):
+            try:
+                for body in bodies:
+                    self.client.send(addr, name, self.topic, 0, body, props, producer_group="staticmq_sink")
+                return
+            except BrokerUnavailableError as exc:
+                errors.append(f"{name}: {exc.message}")
+        raise BrokerUnavailableError(
+            f"no broker stored the decision of batch {decision.batch} in {self.topic!r}: " + "; ".join(errors)
+        )
+
+    def find(self, writer: str, batch: int, wait_index_s: float = 0.0) -> Decision | None:
+        """The recorded decision of (writer, batch), looked up on every broker holding the topic."""
+        key = decision_key(writer, batch)
+        deadline = time.monotonic() + wait_index_s
+        while True:
+            bodies: list[bytes] = []
+            for name, addr in sorted(self.hosts().items()):
+                try:
+                    found = query_by_key(self.client, addr, self.topic, key)
+                except BrokerUnavailableError as exc:
+                    raise BrokerUnavailableError(
+                        f"cannot tell whether batch {batch} was decided already: broker {name} is unreachable "
+                        f"({exc.message})"
+                    ) from None
+                if found:
+                    stored = decode_stored(found, properties=False).columns
+                    keys = stored.column("key").to_pylist()
+                    bodies += [b for k, b in zip(keys, stored.column("body").to_pylist(), strict=True) if k == key]
+            decision = decode_decision(writer, batch, bodies)
+            if decision is not None or time.monotonic() >= deadline:
+                return decision
+            time.sleep(0.2)

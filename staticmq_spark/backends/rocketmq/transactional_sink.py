@@ -1,0 +1,297 @@
+"""The exactly-once sink on Apache RocketMQ static topics, with RocketMQ's transactional messages.
+
+Tasks (executors) send each row as a half message to the physical queue that leads the row's logic
+queue (murmur3(key) mod totalQueues, as everywhere); halves are invisible to readers. Each task
+attempt has its own token, carried by its halves as the user property `staticmq_txn`.
+The driver's commit of micro-batch (writer, batch):
+
+1. looks for a decision recorded for (writer, batch) already: found, this batch is a replay after
+   a driver that died mid-commit. The recorded decision is completed (each target queue's tail,
+   from where it ended when the decision was made, tells which of its halves are committed; only
+   the others are committed now) and the replay's own halves are rolled back;
+2. otherwise checks that every logic queue written still has the leader it had when its halves were
+   sent (bname, physical queue, gen). A queue remapped in between: every half is rolled back and
+   the commit fails, so the query stops and replays the batch on the new leaders when restarted;
+3. records the decision (every half, each target queue's current end) in the decision topic;
+4. commits every half (END_TRANSACTION), pipelined per broker.
+
+Halves of failed or speculative task attempts never reach the driver: nothing commits them, and
+the broker discards them after its transaction checks (transactionCheckMax x transactionCheckInterval,
+about 7.5 min by default). See docs/rocketmq.md for what an operator configures and the limits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
+from staticmq_spark.backends.rocketmq.batch_encode import properties_column
+from staticmq_spark.backends.rocketmq.decisions import Decision, DecisionLog, HalfRun, uniq_key
+from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient
+from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
+from staticmq_spark.backends.rocketmq.transactions import PreparedHalves, end_halves, half_properties, send_halves
+from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
+from staticmq_spark.backends.types import WriteSettings
+from staticmq_spark.errors import ConflictError, InvalidArgumentError, StaticMQError
+from staticmq_spark.mapping.rules import leader as chain_leader
+
+log = logging.getLogger(__name__)
+TXN = "staticmq_txn"
+PRODUCER_GROUP = "staticmq_sink"
+SCAN_BATCH = 512
+
+
+@dataclass(frozen=True)
+class Leader:
+    bname: str
+    addr: str
+    queue: int  # physical
+    gen: int
+
+
+class Leaders:
+    """Each logic queue's leader (broker, physical queue, gen), from the route and the leaders'
+    mapping copies; re-read when the route's epochs change."""
+
+    def __init__(self, client: RemotingClient) -> None:
+        self.client = client
+        self._cache: dict[str, tuple[tuple[tuple[str, int], ...], int, dict[int, Leader]]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, topic: str) -> tuple[int, dict[int, Leader]]:
+        """(totalQueues, logic queue -> leader) as the cluster has it now."""
+        route = self.client.route(topic)
+        if not route.is_static:
+            raise InvalidArgumentError(f"topic {topic!r} is not a static topic on this RocketMQ cluster")
+        epochs = tuple(sorted(route.epochs.items()))
+        with self._lock:
+            cached = self._cache.get(topic)
+        if cached is not None and cached[0] == epochs:
+            return cached[1], cached[2]
+        leaders: dict[int, Leader] = {}
+        for bname in sorted(set(route.leaders.values())):
+            addr = route.masters.get(bname)
+            found = self.client.topic_config(addr, topic) if addr else None
+            mapping = found[1] if found else None
+            if mapping is None:
+                continue
+            for logic, chain in mapping.hosted.items():
+                item = chain_leader(chain)
+                if item.bname == bname and route.leaders.get(logic) == bname:
+                    leaders[logic] = Leader(bname, addr or "", item.queue, item.gen)
+        with self._lock:
+            self._cache[topic] = (epochs, route.total_queues, leaders)
+        return route.total_queues, leaders
+
+
+def _committed_rows(columns: pa.RecordBatch, token: str) -> set[int]:
+    """Rows of task attempt `token` among pulled messages (their `staticmq_txn` and row id)."""
+    props = columns.column("properties")
+    txn = pc.map_lookup(props, TXN, "first")
+    mine = pc.equal(txn, token).fill_null(False)
+    ids = pc.map_lookup(props, ROW_ID, "first").filter(mine)
+    rows = pc.extract_regex(ids, r":(?P<row>[0-9]+)$").field("row")
+    return {int(r) for r in rows.to_pylist() if r is not None}
+
+
+class RocketMQTransactionalSink:
+    """Exactly once: halves from the tasks, a recorded decision and the commits from the driver."""
+
+    guarantee = EXACTLY_ONCE
+
+    def __init__(self, client: RemotingClient) -> None:
+        self.client = client
+        self.leaders = Leaders(client)
+        self._logs: dict[str, DecisionLog] = {}
+
+    # ------------------------------------------------------------------ executor side
+
+    def write_task(
+        self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
+    ) -> TaskWrite:
+        token = uuid.uuid4().hex[:16].upper()
+        total, leaders = self.leaders.of(settings.topic)
+        runs: dict[int, list[tuple[np.ndarray, PreparedHalves]]] = {}
+        rows = 0
+        for rb in batches:
+            n = rb.num_rows
+            if not n:
+                continue
+            names = set(rb.schema.names)
+            col = rb.column
+            explicit = None
+            if "queueId" in names:
+                explicit = np.asarray(col("queueId").cast(pa.int64()).fill_null(KEYLESS).to_numpy(zero_copy_only=False))
+            keys = col("key") if "key" in names else None
+            targets = row_targets(settings.topic, total, n, keys, explicit)
+            numbers = np.arange(rows, rows + n, dtype=np.int64)
+            keyless = targets == KEYLESS
+            targets[keyless] = (partition + numbers[keyless]) % total  # deterministic on a replay
+            ids = row_ids(writer, batch, partition, rows, n)
+            user = with_row_ids(col("properties") if "properties" in names else None, ids)
+            uniq = pa.array([uniq_key(token, int(r)) for r in numbers], pa.string())
+            props = properties_column(keys, col("tags") if "tags" in names else None, user, uniq)
+            marked = half_properties(props, PRODUCER_GROUP)
+            txn_mark = f"{TXN}\x01{token}\x02"
+            bodies = col("value").cast(pa.binary())
+            order, target_list = target_runs(targets)
+            if order is None:
+                order = np.arange(n, dtype=np.int64)
+            for logic, a, b in target_list:
+                lead = leaders.get(logic)
+                if lead is None:
+                    raise ConflictError(f"logic queue {logic} of {settings.topic!r} has no leader now (mid-remap?)")
+                picked = order[a:b]
+                halves = send_halves(
+                    self.client,
+                    lead.addr,
+                    lead.bname,
+                    settings.topic,
+                    lead.queue,
+                    bodies.take(pa.array(picked)),
+                    [marked[int(i)] + txn_mark for i in picked],
+                    PRODUCER_GROUP,
+                )
+                runs.setdefault(logic, []).append((numbers[picked], halves))
+            rows += n
+        detail = [
+            HalfRun(
+                token=token,
+                logic=logic,
+                bname=leaders[logic].bname,
+                queue=leaders[logic].queue,
+                gen=leaders[logic].gen,
+                rows=np.concatenate([r for r, _ in parts]),
+                commit_log_offsets=np.concatenate([h.commit_log_offsets for _, h in parts]),
+                table_offsets=np.concatenate([h.table_offsets for _, h in parts]),
+            )
+            for logic, parts in sorted(runs.items())
+        ]
+        return TaskWrite(writer, batch, partition, rows, detail)
+
+    # ------------------------------------------------------------------ driver side
+
+    def _log(self, topic: str) -> DecisionLog:
+        if topic not in self._logs:
+            self._logs[topic] = DecisionLog(self.client, topic)
+        return self._logs[topic]
+
+    def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
+        runs = [run for t in tasks for run in (t.detail or [])]
+        decisions = self._log(settings.decision_topic)
+        recorded = decisions.find(writer, batch)
+        if recorded is not None:
+            log.warning(
+                "micro-batch %d of %s was decided before (a driver stopped mid-commit): completing that "
+                "decision and rolling back this run's %d half message(s)",
+                batch,
+                writer,
+                sum(r.count for r in runs),
+            )
+            done = self._complete(settings.topic, recorded, fresh=False)
+            self._end(settings.topic, runs, commit=False)
+            return done
+        if not runs:
+            return 0
+        _, now = self.leaders.of(settings.topic)
+        moved = sorted(
+            {
+                r.logic
+                for r in runs
+                if (lead := now.get(r.logic)) is None or (lead.bname, lead.queue, lead.gen) != (r.bname, r.queue, r.gen)
+            }
+        )
+        if moved:
+            self._end(settings.topic, runs, commit=False)
+            raise ConflictError(
+                f"logic queue(s) {moved} of {settings.topic!r} were remapped while micro-batch {batch} was being "
+                "written; its half messages were rolled back and nothing of it is visible. Restart the query: "
+                "Spark replays the micro-batch onto the new leaders"
+            )
+        tails = self._tails(settings.topic, runs)
+        decision = Decision(writer, batch, runs, tails)
+        decisions.record(decision)
+        return self._complete(settings.topic, decision, fresh=True)
+
+    def _tails(self, topic: str, runs: Sequence[HalfRun]) -> dict[tuple[str, int], int]:
+        masters = self.client.route(topic).masters
+        wanted: dict[str, set[int]] = {}
+        for r in runs:
+            wanted.setdefault(r.bname, set()).add(r.queue)
+        tails = {}
+        for bname, queues in wanted.items():
+            bounds = self.client.physical_bounds(masters[bname], topic, sorted(queues))
+            tails.update({(bname, q): hi for q, (_lo, hi) in bounds.items()})
+        return tails
+
+    def _complete(self, topic: str, decision: Decision, *, fresh: bool) -> int:
+        """Commit every half of the decision not committed yet; the rows committed now."""
+        masters = self.client.route(topic).masters
+        committed = 0
+        failures = []
+        for run in decision.runs:
+            keep = np.ones(run.count, dtype=bool)
+            if not fresh:
+                done = self._committed(topic, masters[run.bname], run, decision.tails.get((run.bname, run.queue), 0))
+                keep = ~np.isin(run.rows, np.fromiter(done, dtype=np.int64, count=len(done)))
+            if not keep.any():
+                continue
+            halves = PreparedHalves(run.commit_log_offsets[keep], run.table_offsets[keep])
+            uniq = [uniq_key(run.token, int(r)) for r in run.rows[keep]]
+            refused = end_halves(self.client, masters[run.bname], topic, PRODUCER_GROUP, halves, uniq, commit=True)
+            committed += int(keep.sum()) - len(refused)
+            failures += [f"{run.bname}/{run.queue}: {text}" for text in refused[:3]]
+        if failures:
+            raise StaticMQError(
+                f"committing micro-batch {decision.batch}: {len(failures)} half message(s) refused "
+                f"(e.g. {failures[0]}); the decision is recorded, a restarted query completes it"
+            )
+        return committed
+
+    def _committed(self, topic: str, addr: str, run: HalfRun, tail: int) -> set[int]:
+        """Rows of `run` already in its target queue, read from where the queue ended at the decision."""
+        found: set[int] = set()
+        offset = tail
+        end = self.client.max_offset(addr, topic, run.queue, logic=False)
+        while offset < end:
+            answer = self.client.pull(addr, topic, run.queue, offset, SCAN_BATCH, logic=False, bname=run.bname)
+            if not answer.body or answer.next_offset <= offset:
+                break
+            found |= _committed_rows(decode_stored(answer.body).columns, run.token)
+            offset = answer.next_offset
+        return found
+
+    def _end(self, topic: str, runs: Sequence[HalfRun], *, commit: bool) -> None:
+        """Roll back (or commit) halves, best effort: a half left behind is discarded by its broker."""
+        try:
+            masters = self.client.route(topic).masters
+        except StaticMQError as exc:
+            log.warning("could not roll back half messages of %s: %s", topic, exc.message)
+            return
+        for run in runs:
+            addr = masters.get(run.bname)
+            if addr is None:
+                continue
+            halves = PreparedHalves(run.commit_log_offsets, run.table_offsets)
+            try:
+                refused = end_halves(self.client, addr, topic, PRODUCER_GROUP, halves, run.uniq_keys(), commit=commit)
+            except StaticMQError as exc:
+                log.warning("rollback of %d half message(s) on %s failed: %s", run.count, run.bname, exc.message)
+                continue
+            if refused:
+                log.warning("%d rollback(s) on %s refused, e.g. %s", len(refused), run.bname, refused[0])
+
+    def aborted(self) -> str:
+        return "its half messages are never committed (the brokers discard them); nothing of it is visible"
+
+    def close(self) -> None:
+        self.client.close()

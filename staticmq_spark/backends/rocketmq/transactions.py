@@ -1,0 +1,206 @@
+"""RocketMQ's transactional messages on the wire (no JVM): half messages, their end, and lookups.
+
+- A *half* is a SEND_MESSAGE (the V1 header, whose decoder reads `lo`) with sysFlag
+  TRANSACTION_PREPARED and the properties TRAN_MSG=true and PGROUP=<producer group>. It is sent with
+  `lo=false` to one *physical* queue of the broker that leads the row's logic queue, so the answer
+  carries the half's own offsets unchanged: `msgId` (offset message id: store host and the half's
+  commit-log offset) and `queueOffset` (its offset in RMQ_SYS_TRANS_HALF_TOPIC). The broker keeps
+  the target as REAL_TOPIC/REAL_QID (`TransactionalMessageBridge.parseHalfMessageInner`).
+- END_TRANSACTION commits or rolls back one half, named by those two offsets and the producer group
+  (`EndTransactionProcessor.checkPrepareMessage` compares all three). A commit re-reads the half from
+  the commit log and appends it to REAL_TOPIC/REAL_QID: nothing on the broker stops a second commit
+  of the same half from appending a second copy, so callers commit each half at most once.
+- QUERY_MESSAGE finds stored messages by key through the broker's message index.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from staticmq_spark.backends.retry import backoff_s
+from staticmq_spark.backends.rocketmq.codes import RETRIABLE, RequestCode, ResponseCode
+from staticmq_spark.backends.rocketmq.frames import RemotingCommand
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
+from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError
+
+I64 = npt.NDArray[np.int64]
+PREPARED = 0x4  # MessageSysFlag.TRANSACTION_PREPARED_TYPE
+COMMIT = 0x8  # TRANSACTION_COMMIT_TYPE
+ROLLBACK = 0xC  # TRANSACTION_ROLLBACK_TYPE
+IN_FLIGHT = 64  # unanswered requests on one connection
+WRITE_BATCH = 32  # requests per socket write
+DEFAULT_TOPIC = "TBW102"
+log = logging.getLogger(__name__)
+
+
+def half_properties(properties: pa.Array, producer_group: str) -> list[str]:
+    """Each row's properties string (batch_encode.properties_column) marked as a half of `producer_group`."""
+    mark = f"TRAN_MSG\x01true\x02PGROUP\x01{producer_group}\x02"
+    return [p + mark for p in properties.to_pylist()]
+
+
+def commit_log_offset(offset_msg_id: str) -> int:
+    """The commit-log offset inside an offset message id (host, port, then 8 bytes of offset, hex)."""
+    if len(offset_msg_id) < 16:
+        raise InvalidArgumentError(f"{offset_msg_id!r} is not a RocketMQ offset message id")
+    return int(offset_msg_id[-16:], 16)
+
+
+@dataclass(frozen=True)
+class PreparedHalves:
+    """Where the broker stored a run of halves, one entry per half (arrays, in send order)."""
+
+    commit_log_offsets: I64
+    table_offsets: I64  # queue offsets in RMQ_SYS_TRANS_HALF_TOPIC
+
+
+def _pipelined(
+    client: RemotingClient, addr: str, code: int, requests: Sequence[tuple[dict[str, object], bytes]], what: str
+) -> list[RemotingCommand]:
+    """Every request on the address's connection, at most IN_FLIGHT unanswered at a time (written
+    WRITE_BATCH per socket write): the answers in order. More in flight only queues them on the broker,
+    which refuses a request that waited over 200 ms (SYSTEM_BUSY, `waitTimeMillsInSendQueue`)."""
+    conn = client.pool.get(addr)
+    answers: list[RemotingCommand] = []
+    pending: deque[tuple[int, Future[RemotingCommand]]] = deque()
+    for lo in range(0, len(requests), WRITE_BATCH):
+        while len(pending) >= IN_FLIGHT:
+            answers.append(conn.wait(pending.popleft(), code, client.timeout_s))
+        batch = [(code, client.signed(ext, body), body) for ext, body in requests[lo : lo + WRITE_BATCH]]
+        pending.extend(conn.submit_many(batch))
+    while pending:
+        answers.append(conn.wait(pending.popleft(), code, client.timeout_s))
+    if len(answers) != len(requests):
+        raise BrokerUnavailableError(f"{what}: {len(answers)} answers for {len(requests)} requests")
+    return answers
+
+
+def send_halves(
+    client: RemotingClient,
+    addr: str,
+    bname: str,
+    topic: str,
+    queue: int,
+    bodies: pa.Array,
+    properties: Sequence[str],
+    producer_group: str,
+    retry_s: float = 60.0,
+) -> PreparedHalves:
+    """One half per row to physical queue `queue` of broker `bname`; raises on the first refusal."""
+    born = int(time.time() * 1000)
+    requests: list[tuple[dict[str, object], bytes]] = []
+    for body, props in zip(bodies.to_pylist(), properties, strict=True):
+        ext: dict[str, object] = {
+            "producerGroup": producer_group,
+            "topic": topic,
+            "defaultTopic": DEFAULT_TOPIC,
+            "defaultTopicQueueNums": 4,
+            "queueId": queue,
+            "sysFlag": PREPARED,
+            "bornTimestamp": born,
+            "flag": 0,
+            "properties": props,
+            "reconsumeTimes": 0,
+            "unitMode": False,
+            "batch": False,
+            "lo": False,
+            "bname": bname,
+        }
+        requests.append((ext, body))
+    what = f"half messages for {topic}/{queue} at {bname}"
+    clo = np.full(len(requests), -1, dtype=np.int64)
+    tso = np.full(len(requests), -1, dtype=np.int64)
+    todo = list(range(len(requests)))
+    deadline = time.monotonic() + retry_s
+    attempt = 0
+    while todo:
+        answers = _pipelined(client, addr, RequestCode.SEND_MESSAGE, [requests[i] for i in todo], what)
+        busy = []
+        for i, resp in zip(todo, answers, strict=True):
+            if resp.code != ResponseCode.SUCCESS and resp.code in RETRIABLE and time.monotonic() < deadline:
+                busy.append(i)  # refused before it was stored (flow control): sent again below
+                continue
+            check_answer(resp, what)
+            clo[i] = commit_log_offset(resp.ext.get("msgId", ""))
+            tso[i] = int(resp.ext.get("queueOffset", "-1"))
+        todo = busy
+        if todo:
+            attempt += 1
+            log.info("%s: %d refused as busy, sending them again", what, len(todo))
+            time.sleep(backoff_s(attempt, deadline))
+    return PreparedHalves(clo, tso)
+
+
+def end_halves(
+    client: RemotingClient,
+    addr: str,
+    topic: str,
+    producer_group: str,
+    halves: PreparedHalves,
+    uniq_keys: Sequence[str],
+    *,
+    commit: bool,
+) -> list[str]:
+    """END_TRANSACTION (commit or rollback) for each half; the refusals' texts (empty: all done)."""
+    requests: list[tuple[dict[str, object], bytes]] = [
+        (
+            {
+                "topic": topic,
+                "producerGroup": producer_group,
+                "tranStateTableOffset": int(tso),
+                "commitLogOffset": int(clo),
+                "commitOrRollback": COMMIT if commit else ROLLBACK,
+                "fromTransactionCheck": False,
+                "msgId": uniq,
+                "transactionId": uniq,
+            },
+            b"",
+        )
+        for clo, tso, uniq in zip(halves.commit_log_offsets, halves.table_offsets, uniq_keys, strict=True)
+    ]
+    what = f"{'commit' if commit else 'rollback'} of halves for {topic} at {addr}"
+    refused = []
+    for resp in _pipelined(client, addr, RequestCode.END_TRANSACTION, requests, what):
+        if resp.code != ResponseCode.SUCCESS:
+            refused.append(f"{resp.code}: {resp.remark or ''}")
+    return refused
+
+
+def query_by_key(client: RemotingClient, addr: str, topic: str, key: str, max_num: int = 64) -> bytes:
+    """Stored messages of `topic` indexed under `key` on one broker (may hold hash collisions)."""
+    ext: dict[str, object] = {
+        "topic": topic,
+        "key": key,
+        "maxNum": max_num,
+        "beginTimestamp": 0,
+        "endTimestamp": int(time.time() * 1000) + 3_600_000,
+    }
+    resp = client.call(addr, RequestCode.QUERY_MESSAGE, ext)
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return b""
+    check_answer(resp, f"query of {topic!r} by key {key!r} at {addr}")
+    return resp.body
+
+
+def create_plain_topic(client: RemotingClient, addr: str, topic: str, queues: int = 1) -> None:
+    """UPDATE_AND_CREATE_TOPIC: a plain (not static) topic with `queues` queues on one broker."""
+    header: dict[str, object] = {
+        "topic": topic,
+        "defaultTopic": DEFAULT_TOPIC,
+        "readQueueNums": queues,
+        "writeQueueNums": queues,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+    }
+    check_answer(client.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header), f"creation of {topic!r} at {addr}")

@@ -1,0 +1,169 @@
+"""The exactly-once sink on a real Apache RocketMQ: half messages sent by tasks stay invisible until
+the driver's commit, a recorded decision is completed after a driver died mid-commit without
+committing any half twice, and a remap between prepare and commit rolls the micro-batch back.
+
+These drive the backend's sink directly (write_task on the executor side, commit on the driver's);
+tests/spark/test_rocketmq.py runs the same sink through Spark with a driver killed by kill -9."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from staticmq_spark.backends.registry import open_backend
+from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
+from staticmq_spark.backends.rocketmq.decisions import Decision
+from staticmq_spark.backends.rocketmq.transactional_sink import PRODUCER_GROUP, RocketMQTransactionalSink
+from staticmq_spark.backends.rocketmq.transactions import PreparedHalves, end_halves
+from staticmq_spark.backends.types import WriteSettings
+from staticmq_spark.client import Admin, PullConsumer
+from staticmq_spark.errors import ConflictError
+from staticmq_spark.hashing import queue_for_key
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+
+_n = itertools.count()
+QUEUES = 4
+
+
+@pytest.fixture
+def topic(rocketmq_cluster: LocalRocketMQ) -> str:
+    name = f"rmq-txn-{next(_n)}"
+    with Admin(rocketmq_cluster.address) as admin:
+        admin.update_static_topic(name, QUEUES, brokers=sorted(rocketmq_cluster.broker_names))
+    return name
+
+
+@pytest.fixture
+def sink(rocketmq_cluster: LocalRocketMQ) -> Iterator[RocketMQTransactionalSink]:
+    backend = open_backend(rocketmq_cluster.address)
+    assert isinstance(backend, RocketMQBackend)
+    sink = backend.sink()
+    assert isinstance(sink, RocketMQTransactionalSink)
+    yield sink
+    backend.close()
+
+
+def _rows(label: str, n: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {"key": [f"user-{i % 23}" for i in range(n)], "value": [f"{label}-{i}".encode() for i in range(n)]}
+    )
+
+
+def _visible(ns: str, topic: str) -> list[tuple[int, str, str]]:
+    """(logic queue, key, body) of every readable message, across segments."""
+    found = []
+    with PullConsumer(ns) as consumer:
+        for q in range(QUEUES):
+            offset, end = consumer.min_offset(topic, q), consumer.max_offset(topic, q)
+            while offset < end:
+                got = consumer.pull(topic, q, offset, max_messages=256)
+                found += [(q, m["key"], m["body"].decode()) for m in got.messages()]
+                if got.next_offset <= offset:
+                    break
+                offset = got.next_offset
+    return found
+
+
+def _settings(ns: str, topic: str) -> WriteSettings:
+    return WriteSettings(namesrv=ns, topic=topic)
+
+
+def test_half_messages_stay_invisible_until_the_commit_and_are_visible_once_after(
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
+) -> None:
+    ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
+    tasks = [sink.write_task(settings, "q-visible", 0, p, iter([_rows(f"p{p}", 300)])) for p in range(2)]
+    assert sum(t.rows for t in tasks) == 600
+    assert _visible(ns, topic) == [], "halves are not readable before the commit"
+    assert sink.commit(settings, "q-visible", 0, tasks) == 600
+    seen = _visible(ns, topic)
+    assert Counter(body for _, _, body in seen) == Counter(f"p{p}-{i}" for p in range(2) for i in range(300))
+    assert all(queue_for_key(key, QUEUES) == q for q, key, _ in seen), "rows sit in murmur3(key) mod totalQueues"
+
+
+def test_a_replayed_batch_completes_the_recorded_decision_without_committing_any_half_twice(
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
+) -> None:
+    """A driver recorded the decision and committed some halves, then died: the restarted query
+    replays the batch (new halves), and its commit completes the old decision instead."""
+    ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
+    first = [sink.write_task(settings, "q-replay", 7, p, iter([_rows(f"p{p}", 200)])) for p in range(2)]
+    runs = [run for t in first for run in t.detail]
+    decision = Decision("q-replay", 7, runs, sink._tails(topic, runs))
+    sink._log(settings.decision_topic).record(decision)
+    masters = sink.client.route(topic).masters
+    half_done = runs[0]  # one participant fully committed, another half of its halves, the rest none
+    end_halves(
+        sink.client,
+        masters[half_done.bname],
+        topic,
+        PRODUCER_GROUP,
+        PreparedHalves(half_done.commit_log_offsets, half_done.table_offsets),
+        half_done.uniq_keys(),
+        commit=True,
+    )
+    partly = runs[1]
+    k = partly.count // 2
+    end_halves(
+        sink.client,
+        masters[partly.bname],
+        topic,
+        PRODUCER_GROUP,
+        PreparedHalves(partly.commit_log_offsets[:k], partly.table_offsets[:k]),
+        partly.uniq_keys()[:k],
+        commit=True,
+    )
+    already = half_done.count + k
+    replay = [sink.write_task(settings, "q-replay", 7, p, iter([_rows(f"p{p}", 200)])) for p in range(2)]
+    assert sink.commit(settings, "q-replay", 7, replay) == 400 - already
+    seen = Counter(body for _, _, body in _visible(ns, topic))
+    assert seen == Counter(f"p{p}-{i}" for p in range(2) for i in range(200)), "every row exactly once"
+    assert sink.commit(settings, "q-replay", 7, replay) == 0, "a second replay commits nothing"
+    assert Counter(body for _, _, body in _visible(ns, topic)) == seen
+
+
+def test_halves_of_a_task_attempt_that_never_reached_the_driver_are_never_visible(
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
+) -> None:
+    ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
+    sink.write_task(settings, "q-attempts", 0, 0, iter([_rows("lost", 150)]))  # its executor "died"
+    retried = sink.write_task(settings, "q-attempts", 0, 0, iter([_rows("lost", 150)]))
+    assert sink.commit(settings, "q-attempts", 0, [retried]) == 150
+    assert Counter(body for _, _, body in _visible(ns, topic)) == Counter(f"lost-{i}" for i in range(150))
+
+
+def test_a_queue_remapped_between_prepare_and_commit_rolls_the_batch_back_and_a_replay_lands_on_the_new_leader(
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
+) -> None:
+    ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
+    brokers = sorted(rocketmq_cluster.broker_names)
+    tasks = [sink.write_task(settings, "q-remap", 3, 0, iter([_rows("r", 120)]))]
+    with Admin(ns) as admin:
+        admin.remapping_static_topic(topic, brokers=brokers[:1])
+    with pytest.raises(ConflictError, match="remapped while micro-batch 3"):
+        sink.commit(settings, "q-remap", 3, tasks)
+    assert _visible(ns, topic) == [], "nothing of the rolled-back batch is visible"
+    replay = [sink.write_task(settings, "q-remap", 3, 0, iter([_rows("r", 120)]))]
+    assert {run.bname for run in replay[0].detail} == {brokers[0]}
+    assert sink.commit(settings, "q-remap", 3, replay) == 120
+    seen = _visible(ns, topic)
+    assert Counter(body for _, _, body in seen) == Counter(f"r-{i}" for i in range(120))
+    assert all(queue_for_key(key, QUEUES) == q for q, key, _ in seen)
+
+
+def test_keyless_rows_go_to_the_same_queues_on_a_replay(
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
+) -> None:
+    settings = _settings(rocketmq_cluster.address, topic)
+    rows = pa.RecordBatch.from_pydict({"value": [f"x{i}".encode() for i in range(40)]})
+    a = sink.write_task(settings, "q-keyless", 0, 5, iter([rows]))
+    b = sink.write_task(settings, "q-keyless", 0, 5, iter([rows]))
+    placed = [{run.logic: np.sort(run.rows).tolist() for run in t.detail} for t in (a, b)]
+    assert placed[0] == placed[1]
+    assert len(placed[0]) == QUEUES
+    sink._end(topic, [run for t in (a, b) for run in t.detail], commit=False)
