@@ -1,6 +1,8 @@
 """The Spark source and sink on a real Apache RocketMQ cluster: static topics created and remapped
 by RocketMQ's own mqadmin, exactly once across remaps and restarts, committed group offsets that
-mqadmin shows, keyed placement, and the sink's at-least-once guarantee with its dedup key."""
+mqadmin shows, keyed placement, and the sink's two guarantees: exactly once (transactional half
+messages, the default) through a driver killed mid-batch and failing task attempts, and at least once
+(deliveryGuarantee=at-least-once) with its dedup key."""
 
 from __future__ import annotations
 
@@ -148,7 +150,7 @@ def test_sink_is_at_least_once_and_the_row_id_removes_duplicates_after_a_driver_
     ck = tmp_path / "ck"
 
     def pipe(mode: str) -> list[str]:
-        return [sys.executable, str(SCRIPTS / "pipe_topics.py"), c.address, src, dst, str(ck), mode]
+        return [sys.executable, str(SCRIPTS / "pipe_topics.py"), c.address, src, dst, str(ck), mode, "--at-least-once"]
 
     log = (tmp_path / "driver.log").open("wb")
     driver = subprocess.Popen(pipe("run"), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -168,4 +170,32 @@ def test_sink_is_at_least_once_and_the_row_id_removes_duplicates_after_a_driver_
     assert set(got) == set(want), "nothing lost"
     deduped = df.withColumn("rid", col("properties")[ROW_ID]).dropDuplicates(["rid"]).collect()
     assert Counter(bytes(r["value"]) for r in deduped) == want, "exactly once after dropping duplicate row ids"
+    assert_hash_sharded(rows, 4)
+
+
+def test_sink_is_exactly_once_on_rocketmq_through_a_driver_kill_and_failing_task_attempts(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    c = rocketmq_cluster
+    src, dst = rmq_topic(c, 3), rmq_topic(c, 4)
+    sent = produce(c.address, src, 3000)
+    ck = tmp_path / "ck"
+
+    def pipe(mode: str) -> list[str]:
+        script = str(SCRIPTS / "pipe_topics.py")
+        return [sys.executable, script, c.address, src, dst, str(ck), mode, "--fail-first-attempts"]
+
+    log = (tmp_path / "driver.log").open("wb")
+    driver = subprocess.Popen(pipe("run"), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: committed_batches(ck) >= 3, 240, "three committed batches")
+        wait_until(lambda: uncommitted_batches(ck), 60, "a batch under way after the third commit")
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+    done = subprocess.run(pipe("finish"), capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_topic(spark, c.address, dst)
+    want = Counter(b for bodies in sent.values() for b in bodies)
+    assert Counter(bytes(r["value"]) for r in rows) == want, "every row exactly once, no dedup needed"
     assert_hash_sharded(rows, 4)

@@ -1,9 +1,10 @@
 """A streaming job for the sink's exactly-once tests: static topic -> static topic.
 
-    python pipe_topics.py NAMESRV INPUT OUTPUT CHECKPOINT run|finish [--fail-first-attempts]
+    python pipe_topics.py NAMESRV INPUT OUTPUT CHECKPOINT run|finish [--fail-first-attempts] [--at-least-once]
 run: keep streaming until killed; finish: Trigger.AvailableNow, then exit.
 --fail-first-attempts: every task's first attempt fails half-way through its rows (Spark retries
 it: local[2,4] allows task retries).
+--at-least-once: the sink's deliveryGuarantee=at-least-once (default: exactly-once).
 """
 
 import sys
@@ -14,6 +15,7 @@ from pyspark.sql.functions import col, udf
 
 namesrv, source_topic, sink_topic, checkpoint, mode = sys.argv[1:6]
 inject = "--fail-first-attempts" in sys.argv
+guarantee = "at-least-once" if "--at-least-once" in sys.argv else "exactly-once"
 spark = SparkSession.builder.master("local[2,4]").config("spark.ui.enabled", "false").getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 
@@ -40,6 +42,7 @@ writer = (
     .option("namesrv", namesrv)
     .option("topic", sink_topic)
     .option("checkpointLocation", checkpoint)
+    .option("deliveryGuarantee", guarantee)
 )
 if mode == "finish":
     writer.trigger(availableNow=True).start().awaitTermination()
