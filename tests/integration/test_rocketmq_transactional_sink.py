@@ -167,3 +167,19 @@ def test_keyless_rows_go_to_the_same_queues_on_a_replay(
     assert placed[0] == placed[1]
     assert len(placed[0]) == QUEUES
     sink._end(topic, [run for t in (a, b) for run in t.detail], commit=False)
+
+
+def test_a_broker_killed_and_restarted_between_prepare_and_commit_keeps_its_halves(
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
+) -> None:
+    ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
+    tasks = [sink.write_task(settings, "q-restart", 0, p, iter([_rows(f"k{p}", 250)])) for p in range(2)]
+    victim = sorted(rocketmq_cluster.broker_names)[-1]
+    assert victim in {run.bname for t in tasks for run in t.detail}
+    rocketmq_cluster.kill(victim)  # kill -9 of the broker's JVM
+    rocketmq_cluster.start_broker(victim)
+    rocketmq_cluster.wait_registered()
+    assert sink.commit(settings, "q-restart", 0, tasks) == 500
+    seen = _visible(ns, topic)
+    assert Counter(body for _, _, body in seen) == Counter(f"k{p}-{i}" for p in range(2) for i in range(250))
+    assert all(queue_for_key(key, QUEUES) == q for q, key, _ in seen)
