@@ -16,7 +16,8 @@ values of 100 B and 1 KiB), one figure after another:
   trigger; p50/p99 of (driver holds the row in foreachBatch) - (send time).
 Apache RocketMQ 5.5 (one name server and broker, SYNC_FLUSH) runs the same figures two ways:
 `rocketmq` is the broker alone through staticmq's remoting client (`Producer`/`PullConsumer` with a
-rocketmq:// address), `staticmq-on-rocketmq` the Spark source and sink on it.
+rocketmq:// address), `staticmq-on-rocketmq` the Spark source and sink on it (the sink twice:
+exactly once with transactional half messages, the default, and deliveryGuarantee=at-least-once).
 Durability is the same for all: staticmq's broker runs flush=sync (fsync before every ack, group
 commit), Kafka runs log.flush.interval.messages=1 (fsync after every append, before the ack),
 RocketMQ runs flushDiskType=SYNC_FLUSH (fsync before the ack).
@@ -182,11 +183,16 @@ def run_size(spark: Any, rows: clients.Rows, tmp: str, ends: dict[str, Endpoint]
     df = spark_figures.sink_frame(spark, n, size, QUEUES)
     try:
         for system, end in ends.items():
-            for attempt in ("warm-up", "timed"):
-                sink_topic = f"peers-sink-{system}-{size}-{attempt}"
-                make_topic(system, sink_topic)
-                r = timed(meters[system], n, partial(spark_figures.sink_run, df, end, sink_topic))
-            figures.add("sink", system, r.pop("rate"), **r, value_bytes=size, case=f"{size} B, keyed")
+            # on RocketMQ both guarantees: exactly once (the default, transactional) and at least once
+            deliveries = ("exactly-once", "at-least-once") if system == "staticmq-on-rocketmq" else ("exactly-once",)
+            for delivery in deliveries:
+                extra = {"deliveryGuarantee": delivery} if end.fmt == "staticmq" else {}
+                for attempt in ("warm-up", "timed"):
+                    sink_topic = f"peers-sink-{system}-{size}-{delivery}-{attempt}"
+                    make_topic(system, sink_topic)
+                    r = timed(meters[system], n, partial(spark_figures.sink_run, df, end, sink_topic, extra))
+                label = f"{size} B, keyed" + (", at-least-once" if delivery == "at-least-once" else "")
+                figures.add("sink", system, r.pop("rate"), **r, value_bytes=size, case=label)
     finally:
         df.unpersist()
 

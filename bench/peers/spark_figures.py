@@ -68,9 +68,9 @@ def sink_frame(spark: SparkSession, rows: int, size: int, partitions: int) -> Da
     return df
 
 
-def sink_run(df: DataFrame, end: Endpoint, topic: str) -> float:
+def sink_run(df: DataFrame, end: Endpoint, topic: str, extra: dict[str, str] | None = None) -> float:
     writer = df.write.format(end.fmt).mode("append")
-    for key, value in end.sink_options(topic).items():
+    for key, value in {**end.sink_options(topic), **(extra or {})}.items():
         writer = writer.option(key, value)
     t0 = time.perf_counter()
     writer.save()

@@ -94,7 +94,7 @@ def test_a_replayed_batch_completes_the_recorded_decision_without_committing_any
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
     first = [sink.write_task(settings, "q-replay", 7, p, iter([_rows(f"p{p}", 200)])) for p in range(2)]
     runs = [run for t in first for run in t.detail]
-    decision = Decision("q-replay", 7, runs, sink._tails(topic, runs))
+    decision = Decision(topic, "q-replay", 7, runs, sink._tails(topic, runs))
     sink._log(settings.decision_topic).record(decision)
     masters = sink.client.route(topic).masters
     half_done = runs[0]  # one participant fully committed, another half of its halves, the rest none

@@ -11,6 +11,7 @@ import socket
 import struct
 import zlib
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -18,6 +19,7 @@ from staticmq_spark.backends import BrokerState, parse_address
 from staticmq_spark.backends.rocketmq import fastjson
 from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
 from staticmq_spark.backends.rocketmq.connection import split_host_port
+from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
 from staticmq_spark.backends.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
 from staticmq_spark.backends.rocketmq.reader import fence_segments
 from staticmq_spark.backends.rocketmq.remoting import encode_properties, parse_mapping_detail, parse_route, sign_request
@@ -254,3 +256,23 @@ def test_bad_addresses_name_what_is_wrong(text: str) -> None:
 def test_ipv6_broker_addresses_split() -> None:
     assert split_host_port("[::1]:10911") == ("::1", 10911)
     assert split_host_port("fe80::1:10911") == ("fe80::1", 10911)
+
+
+def test_frames_encoded_as_columns_are_the_frames_encoded_one_by_one() -> None:
+    """frame_columns.encode_frames: the same headers (escaped properties included) and bodies as
+    frames.encode_request, every frame back to back with its length prefix."""
+    props = ['KEYS\x01a "quoted"\\ key\x02', "TAGS\x01t\nline\x02", "", "UNIQ\x01é\x02"]
+    bodies = [b"one", b"", b"\x00\x01binary", b"x" * 300]
+    fixed = {"topic": "T", "queueId": 3, "lo": False}
+    opaques = np.array([7, 8, 9, 2**31 - 1], dtype=np.int64)
+    encoded = encode_frames(10, opaques, fixed, {"properties": pa.array(props)}, pa.array(bodies, pa.binary()))
+    data = encoded.frames(0, 4)
+    pos = 0
+    for i in range(4):
+        length = frame_length(data[pos : pos + 4])
+        got = decode_frame(data[pos + 4 : pos + 4 + length])
+        want_raw = encode_request(10, int(opaques[i]), {**fixed, "properties": props[i]}, bodies[i])
+        want = decode_frame(want_raw[4:])
+        assert (got.code, got.opaque, got.ext, got.body) == (want.code, want.opaque, want.ext, want.body)
+        pos += 4 + length
+    assert pos == len(data)

@@ -106,15 +106,15 @@ def encode_rows(bodies: pa.Array, properties: pa.Array) -> EncodedRows:
     header = np.zeros((n, 5), dtype=">i4")
     header[:, 0] = size
     header[:, 4] = body_len
-    _scatter(out, starts[:-1], header.view(np.uint8).reshape(-1), np.arange(n + 1, dtype=np.int64) * HEADER)
-    _scatter(out, starts[:-1] + HEADER, _data(bodies), bo)
+    scatter_pieces(out, starts[:-1], header.view(np.uint8).reshape(-1), np.arange(n + 1, dtype=np.int64) * HEADER)
+    scatter_pieces(out, starts[:-1] + HEADER, _data(bodies), bo)
     plen = prop_len.astype(">i2").view(np.uint8)
-    _scatter(out, starts[:-1] + HEADER + body_len, plen, np.arange(n + 1, dtype=np.int64) * 2)
-    _scatter(out, starts[:-1] + HEADER + body_len + 2, _data(properties), po)
+    scatter_pieces(out, starts[:-1] + HEADER + body_len, plen, np.arange(n + 1, dtype=np.int64) * 2)
+    scatter_pieces(out, starts[:-1] + HEADER + body_len + 2, _data(properties), po)
     return EncodedRows(out, starts)
 
 
-def _scatter(out: npt.NDArray[np.uint8], dest: I64, data: npt.NDArray[np.uint8], offsets: I64) -> None:
+def scatter_pieces(out: npt.NDArray[np.uint8], dest: I64, data: npt.NDArray[np.uint8], offsets: I64) -> None:
     """Copy piece r (data[offsets[r]:offsets[r+1]]) to out[dest[r]:], for every r at once."""
     lens = np.diff(offsets)
     total = int(offsets[-1] - offsets[0])

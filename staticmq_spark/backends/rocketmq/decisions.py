@@ -1,11 +1,11 @@
 """The exactly-once sink's durable decisions on a RocketMQ cluster.
 
-A decision names every half message of one micro-batch (writer, batch) that its driver is about to
-commit, and where each target physical queue ended before the first commit. It is written before any
-half is committed, as one or more messages (chunks) of a plain topic, keyed `staticmq-decision:<writer>:<batch>`,
-and found again through the brokers' message index (QUERY_MESSAGE by key). A decision is complete
-when all its chunks are found; a driver that died while writing one left no decision (nothing was
-committed yet).
+A decision names every half message of one micro-batch (topic, writer, batch) that its driver is
+about to commit, and where each target physical queue ended before the first commit. It is written
+before any half is committed, as one or more messages (chunks) of a plain topic, keyed
+`staticmq-decision:<topic>:<writer>:<batch>`, and found again through the brokers' message index
+(QUERY_MESSAGE by key). A decision is complete when all its chunks are found; a driver that died
+while writing one left no decision (nothing was committed yet).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, encode_properties
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
@@ -50,16 +52,26 @@ class HalfRun:
     def count(self) -> int:
         return len(self.rows)
 
-    def uniq_keys(self) -> list[str]:
-        return [uniq_key(self.token, int(r)) for r in self.rows]
+    def uniq_keys(self) -> pa.Array:
+        return uniq_keys(self.token, self.rows)
 
 
-def uniq_key(token: str, row: int) -> str:
-    return f"{token}{row:08X}"
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_NIBBLES = np.arange(28, -4, -4, dtype=np.int64)
+
+
+def uniq_keys(token: str, rows: I64) -> pa.Array:
+    """Each row's UNIQ_KEY: the attempt's token, then the row number as 8 hex digits."""
+    n = len(rows)
+    digits = _HEX[(np.asarray(rows, dtype=np.int64)[:, None] >> _NIBBLES) & 0xF]
+    offsets = np.arange(0, 8 * n + 1, 8, dtype=np.int32)
+    hexes = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(digits.tobytes())])
+    return pc.binary_join_element_wise(pa.scalar(token), hexes, "")
 
 
 @dataclass(frozen=True)
 class Decision:
+    topic: str  # the sink's topic
     writer: str
     batch: int
     runs: list[HalfRun]
@@ -67,11 +79,11 @@ class Decision:
 
     @property
     def key(self) -> str:
-        return decision_key(self.writer, self.batch)
+        return decision_key(self.topic, self.writer, self.batch)
 
 
-def decision_key(writer: str, batch: int) -> str:
-    return f"staticmq-decision:{writer}:{batch}"
+def decision_key(topic: str, writer: str, batch: int) -> str:
+    return f"staticmq-decision:{topic}:{writer}:{batch}"
 
 
 def _pack(values: I64) -> str:
@@ -124,6 +136,7 @@ def encode_decision(decision: Decision) -> list[bytes]:
     for i, group in enumerate(groups):
         head = {
             "v": DECISION_VERSION,
+            "topic": decision.topic,
             "writer": decision.writer,
             "batch": decision.batch,
             "chunk": i,
@@ -135,8 +148,8 @@ def encode_decision(decision: Decision) -> list[bytes]:
     return bodies
 
 
-def decode_decision(writer: str, batch: int, bodies: list[bytes]) -> Decision | None:
-    """The decision of (writer, batch) from the chunks found (any order, duplicates and strangers
+def decode_decision(topic: str, writer: str, batch: int, bodies: list[bytes]) -> Decision | None:
+    """The decision of (topic, writer, batch) from the chunks found (any order, duplicates and strangers
     allowed); None when no complete set of chunks is among them."""
     chunks: dict[int, dict[str, Any]] = {}
     total = None
@@ -145,7 +158,11 @@ def decode_decision(writer: str, batch: int, bodies: list[bytes]) -> Decision | 
             raw = json.loads(body)
         except ValueError:
             continue
-        if not isinstance(raw, dict) or raw.get("writer") != writer or raw.get("batch") != batch:
+        if not isinstance(raw, dict) or (raw.get("topic"), raw.get("writer"), raw.get("batch")) != (
+            topic,
+            writer,
+            batch,
+        ):
             continue
         if raw.get("v") != DECISION_VERSION:
             raise InternalError(f"decision of {writer}:{batch} has version {raw.get('v')}, not {DECISION_VERSION}")
@@ -155,7 +172,7 @@ def decode_decision(writer: str, batch: int, bodies: list[bytes]) -> Decision | 
         return None
     runs = [_run_of(r) for i in range(total) for r in chunks[i]["runs"]]
     tails = {(str(b), int(q)): int(o) for b, q, o in chunks[0]["tails"]}
-    return Decision(writer, batch, runs, tails)
+    return Decision(topic, writer, batch, runs, tails)
 
 
 class DecisionLog:
@@ -197,9 +214,9 @@ class DecisionLog:
             f"no broker stored the decision of batch {decision.batch} in {self.topic!r}: " + "; ".join(errors)
         )
 
-    def find(self, writer: str, batch: int, wait_index_s: float = 0.0) -> Decision | None:
-        """The recorded decision of (writer, batch), looked up on every broker holding the topic."""
-        key = decision_key(writer, batch)
+    def find(self, topic: str, writer: str, batch: int, wait_index_s: float = 0.0) -> Decision | None:
+        """The recorded decision of (topic, writer, batch), looked up on every broker holding the log."""
+        key = decision_key(topic, writer, batch)
         deadline = time.monotonic() + wait_index_s
         while True:
             bodies: list[bytes] = []
@@ -215,7 +232,7 @@ class DecisionLog:
                     stored = decode_stored(found, properties=False).columns
                     keys = stored.column("key").to_pylist()
                     bodies += [b for k, b in zip(keys, stored.column("body").to_pylist(), strict=True) if k == key]
-            decision = decode_decision(writer, batch, bodies)
+            decision = decode_decision(topic, writer, batch, bodies)
             if decision is not None or time.monotonic() >= deadline:
                 return decision
             time.sleep(0.2)

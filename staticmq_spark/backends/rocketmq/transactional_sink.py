@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
 from staticmq_spark.backends.rocketmq.batch_encode import properties_column
-from staticmq_spark.backends.rocketmq.decisions import Decision, DecisionLog, HalfRun, uniq_key
+from staticmq_spark.backends.rocketmq.decisions import Decision, DecisionLog, HalfRun, uniq_keys
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
@@ -138,10 +138,9 @@ class RocketMQTransactionalSink:
             targets[keyless] = (partition + numbers[keyless]) % total  # deterministic on a replay
             ids = row_ids(writer, batch, partition, rows, n)
             user = with_row_ids(col("properties") if "properties" in names else None, ids)
-            uniq = pa.array([uniq_key(token, int(r)) for r in numbers], pa.string())
+            uniq = uniq_keys(token, numbers)
             props = properties_column(keys, col("tags") if "tags" in names else None, user, uniq)
-            marked = half_properties(props, PRODUCER_GROUP)
-            txn_mark = f"{TXN}\x01{token}\x02"
+            marked = half_properties(props, PRODUCER_GROUP, extra=f"{TXN}\x01{token}\x02")
             bodies = col("value").cast(pa.binary())
             order, target_list = target_runs(targets)
             if order is None:
@@ -151,14 +150,15 @@ class RocketMQTransactionalSink:
                 if lead is None:
                     raise ConflictError(f"logic queue {logic} of {settings.topic!r} has no leader now (mid-remap?)")
                 picked = order[a:b]
+                take = pa.array(picked)
                 halves = send_halves(
                     self.client,
                     lead.addr,
                     lead.bname,
                     settings.topic,
                     lead.queue,
-                    bodies.take(pa.array(picked)),
-                    [marked[int(i)] + txn_mark for i in picked],
+                    bodies.take(take),
+                    marked.take(take),
                     PRODUCER_GROUP,
                 )
                 runs.setdefault(logic, []).append((numbers[picked], halves))
@@ -188,7 +188,7 @@ class RocketMQTransactionalSink:
     def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
         runs = [run for t in tasks for run in (t.detail or [])]
         decisions = self._log(settings.decision_topic)
-        recorded = decisions.find(writer, batch)
+        recorded = decisions.find(settings.topic, writer, batch)
         if recorded is not None:
             log.warning(
                 "micro-batch %d of %s was decided before (a driver stopped mid-commit): completing that "
@@ -218,7 +218,7 @@ class RocketMQTransactionalSink:
                 "Spark replays the micro-batch onto the new leaders"
             )
         tails = self._tails(settings.topic, runs)
-        decision = Decision(writer, batch, runs, tails)
+        decision = Decision(settings.topic, writer, batch, runs, tails)
         decisions.record(decision)
         return self._complete(settings.topic, decision, fresh=True)
 
@@ -246,7 +246,7 @@ class RocketMQTransactionalSink:
             if not keep.any():
                 continue
             halves = PreparedHalves(run.commit_log_offsets[keep], run.table_offsets[keep])
-            uniq = [uniq_key(run.token, int(r)) for r in run.rows[keep]]
+            uniq = uniq_keys(run.token, run.rows[keep])
             refused = end_halves(self.client, masters[run.bname], topic, PRODUCER_GROUP, halves, uniq, commit=True)
             committed += int(keep.sum()) - len(refused)
             failures += [f"{run.bname}/{run.queue}: {text}" for text in refused[:3]]

@@ -25,9 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.rocketmq.codes import RETRIABLE, RequestCode, ResponseCode
+from staticmq_spark.backends.rocketmq.connection import reserve_opaques
+from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
 from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError
@@ -42,10 +45,11 @@ DEFAULT_TOPIC = "TBW102"
 log = logging.getLogger(__name__)
 
 
-def half_properties(properties: pa.Array, producer_group: str) -> list[str]:
-    """Each row's properties string (batch_encode.properties_column) marked as a half of `producer_group`."""
-    mark = f"TRAN_MSG\x01true\x02PGROUP\x01{producer_group}\x02"
-    return [p + mark for p in properties.to_pylist()]
+def half_properties(properties: pa.Array, producer_group: str, extra: str = "") -> pa.Array:
+    """Each row's properties string (batch_encode.properties_column) marked as a half of
+    `producer_group`, with `extra` (already in `name\x01value\x02` form) after it."""
+    mark = f"TRAN_MSG\x01true\x02PGROUP\x01{producer_group}\x02{extra}"
+    return pc.binary_join_element_wise(properties.cast(pa.string()), pa.scalar(mark), "")
 
 
 def commit_log_offset(offset_msg_id: str) -> int:
@@ -63,24 +67,60 @@ class PreparedHalves:
     table_offsets: I64  # queue offsets in RMQ_SYS_TRANS_HALF_TOPIC
 
 
-def _pipelined(
-    client: RemotingClient, addr: str, code: int, requests: Sequence[tuple[dict[str, object], bytes]], what: str
-) -> list[RemotingCommand]:
+@dataclass(frozen=True)
+class RowRequests:
+    """One request per row: the same extFields `fixed`, each row's `varying` values, its body."""
+
+    fixed: dict[str, object]
+    varying: dict[str, pa.Array]
+    bodies: pa.Array | None = None
+
+    def __len__(self) -> int:
+        return len(next(iter(self.varying.values())))
+
+    def take(self, rows: Sequence[int]) -> RowRequests:
+        idx = pa.array(rows, pa.int64())
+        bodies = None if self.bodies is None else self.bodies.take(idx)
+        return RowRequests(self.fixed, {k: v.take(idx) for k, v in self.varying.items()}, bodies)
+
+    def row_ext(self) -> list[dict[str, object]]:
+        columns = {k: v.to_pylist() for k, v in self.varying.items()}
+        return [{**self.fixed, **{k: col[i] for k, col in columns.items()}} for i in range(len(self))]
+
+
+def _pipelined(client: RemotingClient, addr: str, code: int, requests: RowRequests, what: str) -> list[RemotingCommand]:
     """Every request on the address's connection, at most IN_FLIGHT unanswered at a time (written
     WRITE_BATCH per socket write): the answers in order. More in flight only queues them on the broker,
-    which refuses a request that waited over 200 ms (SYSTEM_BUSY, `waitTimeMillsInSendQueue`)."""
+    which refuses a request that waited over 200 ms (SYSTEM_BUSY, `waitTimeMillsInSendQueue`).
+    Without ACL keys the frames are encoded all at once (frame_columns); with them each request is
+    signed on its own."""
     conn = client.pool.get(addr)
+    n = len(requests)
     answers: list[RemotingCommand] = []
     pending: deque[tuple[int, Future[RemotingCommand]]] = deque()
-    for lo in range(0, len(requests), WRITE_BATCH):
+    if client.credentials is None:
+        opaques = reserve_opaques(n)
+        frames = encode_frames(code, opaques, requests.fixed, requests.varying, requests.bodies)
+
+        def submit(lo: int, hi: int) -> list[tuple[int, Future[RemotingCommand]]]:
+            return conn.submit_encoded(frames.frames(lo, hi), opaques[lo:hi])
+
+    else:
+        exts = requests.row_ext()
+        bodies = requests.bodies.to_pylist() if requests.bodies is not None else [b""] * n
+
+        def submit(lo: int, hi: int) -> list[tuple[int, Future[RemotingCommand]]]:
+            batch = [(code, client.signed(exts[i], bodies[i]), bodies[i]) for i in range(lo, hi)]
+            return conn.submit_many(batch)
+
+    for lo in range(0, n, WRITE_BATCH):
         while len(pending) >= IN_FLIGHT:
             answers.append(conn.wait(pending.popleft(), code, client.timeout_s))
-        batch = [(code, client.signed(ext, body), body) for ext, body in requests[lo : lo + WRITE_BATCH]]
-        pending.extend(conn.submit_many(batch))
+        pending.extend(submit(lo, min(n, lo + WRITE_BATCH)))
     while pending:
         answers.append(conn.wait(pending.popleft(), code, client.timeout_s))
-    if len(answers) != len(requests):
-        raise BrokerUnavailableError(f"{what}: {len(answers)} answers for {len(requests)} requests")
+    if len(answers) != n:
+        raise BrokerUnavailableError(f"{what}: {len(answers)} answers for {n} requests")
     return answers
 
 
@@ -91,39 +131,38 @@ def send_halves(
     topic: str,
     queue: int,
     bodies: pa.Array,
-    properties: Sequence[str],
+    properties: pa.Array,
     producer_group: str,
     retry_s: float = 60.0,
 ) -> PreparedHalves:
-    """One half per row to physical queue `queue` of broker `bname`; raises on the first refusal."""
-    born = int(time.time() * 1000)
-    requests: list[tuple[dict[str, object], bytes]] = []
-    for body, props in zip(bodies.to_pylist(), properties, strict=True):
-        ext: dict[str, object] = {
-            "producerGroup": producer_group,
-            "topic": topic,
-            "defaultTopic": DEFAULT_TOPIC,
-            "defaultTopicQueueNums": 4,
-            "queueId": queue,
-            "sysFlag": PREPARED,
-            "bornTimestamp": born,
-            "flag": 0,
-            "properties": props,
-            "reconsumeTimes": 0,
-            "unitMode": False,
-            "batch": False,
-            "lo": False,
-            "bname": bname,
-        }
-        requests.append((ext, body))
+    """One half per row to physical queue `queue` of broker `bname` (`properties`: half_properties);
+    halves refused as busy are sent again until `retry_s` has passed; any other refusal raises."""
+    fixed: dict[str, object] = {
+        "producerGroup": producer_group,
+        "topic": topic,
+        "defaultTopic": DEFAULT_TOPIC,
+        "defaultTopicQueueNums": 4,
+        "queueId": queue,
+        "sysFlag": PREPARED,
+        "bornTimestamp": int(time.time() * 1000),
+        "flag": 0,
+        "reconsumeTimes": 0,
+        "unitMode": False,
+        "batch": False,
+        "lo": False,
+        "bname": bname,
+    }
+    requests = RowRequests(fixed, {"properties": properties.cast(pa.string())}, bodies.cast(pa.binary()))
     what = f"half messages for {topic}/{queue} at {bname}"
-    clo = np.full(len(requests), -1, dtype=np.int64)
-    tso = np.full(len(requests), -1, dtype=np.int64)
-    todo = list(range(len(requests)))
+    n = len(requests)
+    clo = np.full(n, -1, dtype=np.int64)
+    tso = np.full(n, -1, dtype=np.int64)
+    todo = list(range(n))
     deadline = time.monotonic() + retry_s
     attempt = 0
     while todo:
-        answers = _pipelined(client, addr, RequestCode.SEND_MESSAGE, [requests[i] for i in todo], what)
+        batch = requests if len(todo) == n else requests.take(todo)
+        answers = _pipelined(client, addr, RequestCode.SEND_MESSAGE, batch, what)
         busy = []
         for i, resp in zip(todo, answers, strict=True):
             if resp.code != ResponseCode.SUCCESS and resp.code in RETRIABLE and time.monotonic() < deadline:
@@ -146,27 +185,26 @@ def end_halves(
     topic: str,
     producer_group: str,
     halves: PreparedHalves,
-    uniq_keys: Sequence[str],
+    uniq_keys: pa.Array,
     *,
     commit: bool,
 ) -> list[str]:
     """END_TRANSACTION (commit or rollback) for each half; the refusals' texts (empty: all done)."""
-    requests: list[tuple[dict[str, object], bytes]] = [
-        (
-            {
-                "topic": topic,
-                "producerGroup": producer_group,
-                "tranStateTableOffset": int(tso),
-                "commitLogOffset": int(clo),
-                "commitOrRollback": COMMIT if commit else ROLLBACK,
-                "fromTransactionCheck": False,
-                "msgId": uniq,
-                "transactionId": uniq,
-            },
-            b"",
-        )
-        for clo, tso, uniq in zip(halves.commit_log_offsets, halves.table_offsets, uniq_keys, strict=True)
-    ]
+    uniq = uniq_keys.cast(pa.string())
+    requests = RowRequests(
+        {
+            "topic": topic,
+            "producerGroup": producer_group,
+            "commitOrRollback": COMMIT if commit else ROLLBACK,
+            "fromTransactionCheck": False,
+        },
+        {
+            "tranStateTableOffset": pa.array(halves.table_offsets).cast(pa.string()),
+            "commitLogOffset": pa.array(halves.commit_log_offsets).cast(pa.string()),
+            "msgId": uniq,
+            "transactionId": uniq,
+        },
+    )
     what = f"{'commit' if commit else 'rollback'} of halves for {topic} at {addr}"
     refused = []
     for resp in _pipelined(client, addr, RequestCode.END_TRANSACTION, requests, what):
