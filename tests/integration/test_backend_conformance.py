@@ -1,13 +1,16 @@
 """The same static-topic scenarios on broker_stub and on a real Apache RocketMQ cluster: create
-with the backend's own admin, send keyed rows, pull across remaps, offsets and group offsets."""
+with the backend's own admin, send keyed rows, pull across remaps, offsets and group offsets, and
+the exactly-once sink."""
 
 from __future__ import annotations
 
 import itertools
 
+import pyarrow as pa
 import pytest
 
 from staticmq_spark.backends import open_backend
+from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import Producer, PullConsumer, PullStatus
 from staticmq_spark.hashing import queue_for_key
 from tests.support.backends import Backend
@@ -143,3 +146,32 @@ def test_bad_addresses_are_refused_naming_the_address(bad: str) -> None:
 
     with pytest.raises(InvalidOptionError, match="address"):
         open_backend(bad).reader()
+
+
+def test_sink_is_exactly_once_through_a_failed_attempt_a_remap_between_batches_and_a_replayed_commit(
+    backend: Backend,
+) -> None:
+    """The exactly-once sink on both backends, driven as Spark drives it: task attempts write,
+    the driver commits the attempts that succeeded; a commit run again (a replayed micro-batch)
+    makes nothing visible twice; a remap between two batches moves the next batch's rows."""
+    topic = _topic(backend, "sink")
+    backend.create(topic, 4, backend.brokers)
+    sink = open_backend(backend.address).sink()
+    assert sink.guarantee == "exactly-once"
+    settings = WriteSettings(namesrv=backend.address, topic=topic)
+
+    def rows(batch: int) -> pa.RecordBatch:
+        keys = [f"user-{i % 17}" for i in range(60)]
+        return pa.RecordBatch.from_pydict({"key": keys, "value": [f"b{batch}-{i}".encode() for i in range(60)]})
+
+    sink.write_task(settings, "conformance", 0, 0, iter([rows(0)]))  # an attempt that failed
+    first = [sink.write_task(settings, "conformance", 0, 0, iter([rows(0)]))]
+    sink.commit(settings, "conformance", 0, first)
+    sink.commit(settings, "conformance", 0, first)  # the driver died after committing: replayed
+    backend.remap(topic, backend.brokers[:1])
+    sink.commit(settings, "conformance", 1, [sink.write_task(settings, "conformance", 1, 0, iter([rows(1)]))])
+    with PullConsumer(backend.address) as consumer:
+        seen = [(q, body.decode()) for q in range(4) for _, body in read_queue(consumer, topic, q)]
+    assert sorted(body for _, body in seen) == sorted(f"b{b}-{i}" for b in range(2) for i in range(60))
+    keys = {f"b{b}-{i}": f"user-{i % 17}" for b in range(2) for i in range(60)}
+    assert all(queue_for_key(keys[body], 4) == q for q, body in seen)
