@@ -18,6 +18,7 @@ from staticmq_spark.errors import InvalidArgumentError, QueueNotFoundError, Stat
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.row_decode import validate_batch
+from staticmq_spark.protocol.tag_filter import parse_tag_expression
 from staticmq_spark.protocol.topic import TopicConfig
 
 
@@ -42,6 +43,7 @@ class PullQuery:
     wait_ms: int = 0
     group: str = ""
     physical: bool = False
+    subscription: str = ""  # a tag expression (protocol.tag_filter); "" or "*": every message
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class PullOutcome:
     store_timestamps: bytes = b""
     bname: str = ""
     physical_queue_id: int = -1
+    queue_offsets: bytes = b""  # little-endian int64 physical offset per message, when a filter left gaps
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +143,9 @@ class MessageService:
         """Read a physical queue, waiting up to `wait_ms` (long polling) when nothing is there.
         The query is within the pull limits already (`limit`)."""
         max_messages, max_bytes = query.max_messages, query.max_bytes
-        result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes)
+        tags = parse_tag_expression(query.subscription)
+        codes = None if tags.takes_all else tags.codes()
+        result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes, codes)
         if result.pull_status is not PullStatus.NO_NEW_MESSAGE or query.wait_ms <= 0:
             metrics.record_out(query.topic, result.count, len(result.data))
             return result
@@ -155,7 +160,7 @@ class MessageService:
                 remaining,
                 lambda: self._store.offsets(query.topic, query.queue_id)[1] <= query.offset,
             )
-            result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes)
+            result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes, codes)
         metrics.record_out(query.topic, result.count, len(result.data))
         return result
 
@@ -207,6 +212,7 @@ def to_outcome(result: ReadResult, physical_queue_id: int, bname: str, delta: in
         store_timestamps=stamps,
         bname=bname,
         physical_queue_id=physical_queue_id,
+        queue_offsets=b"" if result.offsets is None else np.asarray(result.offsets, "<i8").tobytes(),
     )
 
 

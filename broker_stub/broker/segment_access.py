@@ -35,6 +35,7 @@ class PhysicalRead:
     data: bytes = b""
     sizes: bytes = b""
     store_timestamps: bytes = b""
+    queue_offsets: bytes = b""  # per message (int64 LE) when a tag filter left gaps
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,14 +62,23 @@ class SegmentAccess:
         return item.bname == self._name
 
     def read(
-        self, topic: str, item: MappingItem, offset: int, max_messages: int, max_bytes: int, wait_ms: int
+        self,
+        topic: str,
+        item: MappingItem,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
+        wait_ms: int,
+        subscription: str = "",
     ) -> PhysicalRead:
         """Read a physical queue, within the pull limits already (the logic pull passed them)."""
         if self.local(item):
-            query = PullQuery(topic, item.queue, offset, max_messages, max_bytes, wait_ms, physical=True)
+            query = PullQuery(
+                topic, item.queue, offset, max_messages, max_bytes, wait_ms, physical=True, subscription=subscription
+            )
             return _from_local(self._messages.read_physical(query))
         key = (item.bname, topic, item.queue, offset, max_messages, max_bytes)
-        answer = self._read_ahead.take(key)
+        answer = None if subscription else self._read_ahead.take(key)
         if answer is None:
             request = pb.PullRequest(
                 topic=topic,
@@ -78,11 +88,12 @@ class SegmentAccess:
                 max_bytes=max_bytes,
                 wait_ms=wait_ms,
                 physical=True,
+                subscription=subscription,
             )
             answer = self._peers.pull(item.bname, request)
         read = _from_remote(answer)
         fenced = item.end_offset >= 0
-        if fenced and read.status is PullStatus.FOUND and read.next_offset < item.end_offset:
+        if fenced and not subscription and read.status is PullStatus.FOUND and read.next_offset < item.end_offset:
             full = read.next_offset - offset == max_messages
             next_limit = min(max_messages, item.end_offset - read.next_offset)
             if full:
@@ -131,7 +142,10 @@ class SegmentAccess:
 def _from_local(r: ReadResult) -> PhysicalRead:
     sizes = b"" if r.sizes is None else r.sizes.astype("<i4").tobytes()
     stamps = b"" if r.store_timestamps is None else r.store_timestamps.astype("<i8").tobytes()
-    return PhysicalRead(r.pull_status, r.next_offset, r.min_offset, r.max_offset, r.base_offset, r.data, sizes, stamps)
+    offsets = b"" if r.offsets is None else r.offsets.astype("<i8").tobytes()
+    return PhysicalRead(
+        r.pull_status, r.next_offset, r.min_offset, r.max_offset, r.base_offset, r.data, sizes, stamps, offsets
+    )
 
 
 def _from_remote(resp: pb.PullResponse) -> PhysicalRead:
@@ -144,4 +158,5 @@ def _from_remote(resp: pb.PullResponse) -> PhysicalRead:
         resp.batch.data,
         resp.batch.sizes,
         resp.store_timestamps,
+        resp.queue_offsets,
     )

@@ -239,6 +239,7 @@ def decode_pull(request: pb.PullRequest) -> PullQuery:
         wait_ms=request.wait_ms,
         group=request.group,
         physical=request.physical,
+        subscription=request.subscription,
     )
 
 
@@ -274,4 +275,5 @@ def _pull_head(out: PullOutcome) -> pb.PullResponse:
         store_timestamps=out.store_timestamps,
         bname=out.bname,
         physical_queue_id=out.physical_queue_id,
+        queue_offsets=out.queue_offsets,
     )

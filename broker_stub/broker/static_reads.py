@@ -50,7 +50,14 @@ class StaticReads:
     # ------------------------------------------------------------------ pull
 
     def pull(
-        self, topic: str, chain: Chain, offset: int, max_messages: int, max_bytes: int, wait_ms: int
+        self,
+        topic: str,
+        chain: Chain,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
+        wait_ms: int,
+        subscription: str = "",
     ) -> PullOutcome:
         first = first_decided(chain)
         if first is None:
@@ -71,9 +78,13 @@ class StaticReads:
                     idx, offset = nxt, chain[nxt].logic_offset
                     continue
                 limit = min(limit, item.end_offset - phys)
-            read = self.access.read(topic, item, phys, limit, max_bytes, wait_ms if is_leader else 0)
+            read = self.access.read(topic, item, phys, limit, max_bytes, wait_ms if is_leader else 0, subscription)
             if read.status is PullStatus.FOUND:
                 return self._found(topic, chain, idx, read)
+            if read.status is PullStatus.RETRY_AT_NEXT:  # a tag filter skipped every message looked at
+                at_end = nxt is not None and item.end_offset >= 0 and read.next_offset >= item.end_offset
+                next_logic = chain[nxt].logic_offset if at_end and nxt is not None else item.to_logic(read.next_offset)
+                return self._answer(topic, chain, PullStatus.RETRY_AT_NEXT, next_logic)
             moved = read.status is PullStatus.OFFSET_MOVED
             if moved and phys < read.min_offset:  # below the segment's min
                 if idx == first:
@@ -107,6 +118,7 @@ class StaticReads:
             store_timestamps=read.store_timestamps,
             bname=item.bname,
             physical_queue_id=item.queue,
+            queue_offsets=read.queue_offsets,
         )
 
     def _answer(self, topic: str, chain: Chain, status: PullStatus, next_offset: int) -> PullOutcome:

@@ -241,7 +241,7 @@ class StaticTopicService:
         """Pull a logic queue (query.queue_id) at a logic offset, within the pull limits."""
         q = self._messages.limit(query)
         _, chain = self._chain(q.topic, q.queue_id)
-        return self.reads.pull(q.topic, chain, q.offset, q.max_messages, q.max_bytes, q.wait_ms)
+        return self.reads.pull(q.topic, chain, q.offset, q.max_messages, q.max_bytes, q.wait_ms, q.subscription)
 
     def logic_offsets(self, topic: str) -> list[QueueOffsetInfo]:
         """min/max of the logic queues this broker leads (each logic queue has one leader)."""

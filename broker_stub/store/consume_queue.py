@@ -1,8 +1,11 @@
-"""The consume queue: one physical queue's index, queue offset -> (position, size, store time).
+"""The consume queue: one physical queue's index, queue offset -> (position, size, tag code, store time).
 
 Entries are fixed-width (24 bytes) and live in files of `entries_per_file` entries named by the
 offset of their first entry, so offset o is at byte (o % entries_per_file) * 24 of file
-o // entries_per_file. Offsets start at 0 and are contiguous; retention raises `min_offset`.
+o // entries_per_file. Offsets start at 0 and are contiguous; retention raises `min_offset`. The
+tag code (`flags`, protocol.tag_filter) lets a pull with a tag filter skip messages without reading
+them; entries written before tag codes existed, linked by the sink or rebuilt by recovery have
+UNKNOWN (0) there, and a filter keeps them for the reader to check.
 """
 
 from __future__ import annotations
@@ -204,9 +207,12 @@ class ConsumeQueue:
         return self.directory / f"{index * self._per_file:020d}{SUFFIX}"
 
 
-def entries_for(rows_at: int, sizes: Int32Array, store_ts: int) -> Entries:
-    """The entries of messages stored back to back from commit-log position `rows_at`."""
+def entries_for(rows_at: int, sizes: Int32Array, store_ts: int, tag_codes: Int32Array | None = None) -> Entries:
+    """The entries of messages stored back to back from commit-log position `rows_at`, each with
+    its tag code (protocol.tag_filter) in `flags` (UNKNOWN, 0, when not given)."""
     entries = np.zeros(sizes.shape[0], dtype=ENTRY_DTYPE)
+    if tag_codes is not None:
+        entries["flags"] = tag_codes
     starts = np.zeros(sizes.shape[0], dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     entries["pos"] = rows_at + starts

@@ -44,11 +44,15 @@ from broker_stub.store.redispatch import Redispatcher
 from broker_stub.store.retired_fds import RetiredFds
 from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord, duplicate_of, plan_link
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.codec import Int32Array, PackedBatch
+from staticmq_spark.protocol.row_decode import tags_of
+from staticmq_spark.protocol.tag_filter import kept_by_codes, tag_codes
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint.json"
+FILTER_SCAN_FACTOR = 16  # consume-queue entries a filtered read looks at, per message asked for
+FILTER_SCAN_MAX = 65536
 IDEMPOTENCY_SEGMENTS = 2
 
 
@@ -221,7 +225,7 @@ class MessageStore:
             )
             pos = self._log.append(parts)
             rows_at = pos + sum(len(p) for p in parts[:4])
-            cq.append(entries_for(rows_at, batch.sizes, now))
+            cq.append(entries_for(rows_at, batch.sizes, now, tag_codes(tags_of(batch))))
             self._last_store_ts = now
             end = self._log.written_pos
             if idempotency_key:
@@ -332,7 +336,21 @@ class MessageStore:
         cq = self._queues.get((topic, queue_id))
         return 0 if cq is None else cq.first_offset_where("store_ts", timestamp)
 
-    def read(self, topic: str, queue_id: int, offset: int, max_messages: int, max_bytes: int) -> ReadResult:
+    def read(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
+        codes: Int32Array | None = None,
+    ) -> ReadResult:
+        """Messages from `offset` on. With `tag_codes` (a tag filter's, protocol.tag_filter) only
+        entries with one of those codes (or none recorded) are read from the commit log: up to
+        FILTER_SCAN_FACTOR x `max_messages` entries are looked at, and when none matches the answer
+        is NO_MATCHED_MESSAGE with the offset after them."""
+        if codes is not None:
+            return self._read_filtered(topic, queue_id, offset, max_messages, max_bytes, codes)
         cq = self._queues.get((topic, queue_id))
         lo, hi = (0, 0) if cq is None else (cq.min_offset, cq.max_offset)
         if offset < lo:
@@ -356,6 +374,47 @@ class MessageStore:
             return ReadResult(ReadStatus.OFFSET_TOO_SMALL, cq.min_offset, cq.min_offset, cq.max_offset)
         return ReadResult(
             ReadStatus.FOUND, offset + keep, lo, hi, offset, data, sizes, entries["store_ts"].astype(np.int64)
+        )
+
+    def _read_filtered(
+        self, topic: str, queue_id: int, offset: int, max_messages: int, max_bytes: int, codes: Int32Array
+    ) -> ReadResult:
+        cq = self._queues.get((topic, queue_id))
+        lo, hi = (0, 0) if cq is None else (cq.min_offset, cq.max_offset)
+        if offset < lo or offset > hi or offset == hi or cq is None:
+            return self.read(topic, queue_id, offset, max_messages, max_bytes)
+        want = max(1, max_messages)
+        entries = cq.read(offset, min(want * FILTER_SCAN_FACTOR, FILTER_SCAN_MAX))
+        if len(entries) == 0:
+            return ReadResult(ReadStatus.NO_NEW_MESSAGE, offset, lo, hi)
+        matched = np.flatnonzero(kept_by_codes(entries["flags"], codes))
+        if matched.size == 0:
+            return ReadResult(ReadStatus.NO_MATCHED_MESSAGE, offset + len(entries), lo, hi)
+        picked = matched[:want]
+        sizes = entries["size"][picked].astype(np.int32)
+        keep = max(1, int(np.searchsorted(np.cumsum(sizes, dtype=np.int64), max_bytes, side="right")))
+        picked, sizes = picked[:keep], sizes[:keep]
+        chosen = entries[picked]
+        try:
+            data = self._log.read_many(chosen["pos"].astype(np.int64), sizes)
+        except MisalignedRead as exc:
+            raise queue_check.report_misaligned(self._dir, topic, queue_id, offset + int(picked[exc.row])) from None
+        except DataGoneError:
+            cq.advance_min(self._log.min_pos)
+            return ReadResult(ReadStatus.OFFSET_TOO_SMALL, cq.min_offset, cq.min_offset, cq.max_offset)
+        # stopped before the last match: go on after the last message taken; else every entry
+        # looked at after it is filtered out too
+        next_offset = offset + (int(picked[-1]) + 1 if len(picked) < len(matched) else len(entries))
+        return ReadResult(
+            ReadStatus.FOUND,
+            next_offset,
+            lo,
+            hi,
+            offset + int(picked[0]),
+            data,
+            sizes,
+            chosen["store_ts"].astype(np.int64),
+            offsets=offset + picked.astype(np.int64),
         )
 
     def queues_of(self, topic: str) -> list[int]:

@@ -23,6 +23,7 @@ class ReadStatus(enum.Enum):
     NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     OFFSET_OVERFLOW = "OFFSET_OVERFLOW"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"  # a tag filter skipped every message read: go on at next_offset
 
 
 def pull_status(status: ReadStatus) -> PullStatus:
@@ -33,6 +34,8 @@ def pull_status(status: ReadStatus) -> PullStatus:
         return PullStatus.FOUND
     if status is ReadStatus.NO_NEW_MESSAGE:
         return PullStatus.NO_NEW_MESSAGE
+    if status is ReadStatus.NO_MATCHED_MESSAGE:
+        return PullStatus.RETRY_AT_NEXT
     return PullStatus.OFFSET_MOVED
 
 
@@ -67,6 +70,7 @@ class ReadResult:
     data: bytes = b""
     sizes: Int32Array | None = None
     store_timestamps: np.ndarray | None = None
+    offsets: np.ndarray | None = None  # each message's queue offset when a tag filter left gaps
 
     @property
     def count(self) -> int:

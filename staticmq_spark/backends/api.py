@@ -63,9 +63,13 @@ class ClusterReader(Protocol):
         retry_timeout_s: float,
         include_properties: bool = True,
         until: int | None = None,
+        subscription: str = "",
     ) -> PhysicalRead:
         """Messages of physical queue `bname/queue` from physical `offset` on. `until` (the planned
-        end) lets a backend pull the next range ahead while the caller decodes this one."""
+        end) lets a backend pull the next range ahead while the caller decodes this one.
+        `subscription` (a tag expression, protocol.tag_filter): the broker skips messages whose tag
+        code does not match (their offsets are gaps; a read that matched nothing answers
+        RETRY_AT_NEXT); the caller still checks each message's tag."""
         ...
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
@@ -164,6 +168,7 @@ class PullPort(Protocol):
         max_bytes: int = 0,
         wait_ms: int = 0,
         broker: str | None = None,
+        subscription: str = "",
     ) -> PullResult: ...
 
     def offsets(self, topic: str) -> list[QueueOffsets]: ...

@@ -22,6 +22,7 @@ from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
 from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.route_view import QueueAddress
+from staticmq_spark.protocol.tag_filter import parse_tag_expression
 
 FIELDS = (
     "topic",
@@ -51,6 +52,12 @@ def register(sub: Any) -> None:
     p.add_argument("--wait-ms", type=int, default=0, help="long-poll this long for messages per queue")
     p.add_argument("--base64", action="store_true", help="print bodies as base64 (binary payloads)")
     p.add_argument(
+        "--tags",
+        default="*",
+        help="only messages with one of these tags, filtered by the broker: RocketMQ's expression, e.g. "
+        "'TagA || TagB' (default: * for every message)",
+    )
+    p.add_argument(
         "--follow", action="store_true", help="keep polling for new messages until SIGINT/SIGTERM (like kcat -C)"
     )
     p.add_argument(
@@ -68,6 +75,10 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if not args.topic:
         raise InvalidOptionError("give -t TOPIC (or -L to list topics)")
     _check_format(args.format)
+    try:
+        parse_tag_expression(args.tags)
+    except StaticMQError as exc:
+        raise InvalidOptionError(f"--tags: {exc.message}") from None
     stop = threading.Event()
     if args.follow:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -157,7 +168,13 @@ def _round(
             offset = offsets[key]
             try:
                 result = consumer.pull(
-                    args.topic, q.queue_id, offset, max_messages=want, wait_ms=args.wait_ms, broker=broker
+                    args.topic,
+                    q.queue_id,
+                    offset,
+                    max_messages=want,
+                    wait_ms=args.wait_ms,
+                    broker=broker,
+                    tags=args.tags,
                 )
             except StaticMQError as exc:
                 if not (args.follow and exc.retriable):

@@ -3,12 +3,14 @@ group offset commits, on any backend. Pulled messages arrive as one Arrow record
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import ClientSecurity, PullResult, QueueAddress, QueueOffsets
 from staticmq_spark.closing import Closeable
 from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.tag_filter import parse_tag_expression
 
 __all__ = ["PullConsumer", "QueueOffsets"]
 
@@ -44,11 +46,26 @@ class PullConsumer(Closeable):
         max_bytes: int = 0,
         wait_ms: int = 0,
         broker: str | None = None,
+        tags: str = "",
     ) -> PullResult:
-        """Pull from `offset`; long-polls up to `wait_ms` when nothing is there yet."""
-        return self._port.pull(
-            topic, queue_id, offset, max_messages=max_messages, max_bytes=max_bytes, wait_ms=wait_ms, broker=broker
+        """Pull from `offset`; long-polls up to `wait_ms` when nothing is there yet. `tags`: a tag
+        expression (RocketMQ's `TagA || TagB`, `*` for all) applied by the broker; the messages
+        skipped leave gaps in the offsets, and a pull that matched nothing answers RETRY_AT_NEXT
+        with the offset to go on from."""
+        wanted = parse_tag_expression(tags)
+        result = self._port.pull(
+            topic,
+            queue_id,
+            offset,
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            wait_ms=wait_ms,
+            broker=broker,
+            subscription="" if wanted.takes_all else wanted.expression,
         )
+        if wanted.takes_all or result.batch.num_rows == 0:
+            return result
+        return replace(result, batch=result.batch.filter(wanted.matches(result.batch.column("tags"))))
 
     def offsets(self, topic: str) -> list[QueueOffsets]:
         """min/max offsets of every queue (logic offsets on a static topic)."""

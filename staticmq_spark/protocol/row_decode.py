@@ -100,6 +100,13 @@ def decode_batch(batch: PackedBatch, *, properties: bool = True) -> pa.RecordBat
     return pa.RecordBatch.from_arrays([key, tags, body, props, born], schema=DECODED_SCHEMA)
 
 
+def tags_of(batch: PackedBatch) -> pa.Array:
+    """The batch's tag column alone (binary, empty where a row has none), zero-copy."""
+    header = parse_headers(batch)
+    idx = np.arange(batch.count, dtype=np.int64) * PARTS + 2
+    return _pieces(batch, header).take(pa.array(idx)).cast(pa.binary())
+
+
 def _pieces(batch: PackedBatch, header: npt.NDArray[Any]) -> pa.Array:
     """A large_binary array of 5 pieces per row (header, key, tags, body, props), zero-copy."""
     n = batch.count

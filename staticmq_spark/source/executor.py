@@ -12,8 +12,10 @@ import numpy as np
 import pyarrow as pa
 
 from staticmq_spark.backends import ClusterReader, PullStatus, shared_backend
+from staticmq_spark.backends.types import MessageColumns
 from staticmq_spark.errors import DataLossError
 from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.tag_filter import TagFilter, parse_tag_expression
 from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
 
@@ -50,6 +52,7 @@ def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
     s = p.settings
     access = cluster_for(s.namesrv, s.security)
     schema = arrow_schema(s.include_properties)
+    wanted = parse_tag_expression(s.tags)
     for seg in p.segments:
         offset = seg.physical_start
         while offset < seg.physical_end:
@@ -64,23 +67,30 @@ def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
                 s.retry_timeout_ms / 1000,
                 s.include_properties,
                 until=seg.physical_end,
+                subscription=s.tags,
             )
             if got.status is PullStatus.FOUND and got.messages is not None:
-                first = int(got.messages.queue_offsets[0])
-                if first > offset:
+                messages = got.messages
+                first = int(messages.queue_offsets[0])
+                if first > offset and wanted.takes_all:  # with a tag filter, gaps are skipped messages
                     _data_loss(p, seg, offset, first)
-                keep = int(np.searchsorted(got.messages.queue_offsets, seg.physical_end))
-                yield to_spark_batch(
-                    got.messages,
-                    topic=p.topic,
-                    logic_queue=p.queue,
-                    offset_delta=seg.offset_delta,
-                    bname=seg.bname,
-                    schema=schema,
-                    include_properties=s.include_properties,
-                    limit=keep,
-                )
-                offset = max(got.next_offset, offset + 1) if keep == got.messages.count else seg.physical_end
+                keep = int(np.searchsorted(messages.queue_offsets, seg.physical_end))
+                past_end = keep < messages.count
+                if not wanted.takes_all:
+                    messages = _matching(messages, wanted, keep)
+                    keep = messages.count
+                if keep:
+                    yield to_spark_batch(
+                        messages,
+                        topic=p.topic,
+                        logic_queue=p.queue,
+                        offset_delta=seg.offset_delta,
+                        bname=seg.bname,
+                        schema=schema,
+                        include_properties=s.include_properties,
+                        limit=keep,
+                    )
+                offset = seg.physical_end if past_end else max(got.next_offset, offset + 1)
             elif got.status is PullStatus.RETRY_AT_NEXT:  # a message being removed, or a hole: go on
                 if got.next_offset <= offset:
                     time.sleep(0.05)
@@ -91,6 +101,17 @@ def _pulled_batches(p: QueuePartition) -> Iterator[pa.RecordBatch]:
             else:  # the planned messages are not there (the broker lost unflushed data)
                 _data_loss(p, seg, offset, seg.physical_end)
                 break
+
+
+def _matching(messages: MessageColumns, wanted: TagFilter, limit: int) -> MessageColumns:
+    """The first `limit` messages whose tag passes the filter (a broker filters by tag code, which
+    two tags can share, and keeps messages stored before tag codes existed)."""
+    head = messages.columns.slice(0, limit)
+    mask = wanted.matches(head.column("tags"))
+    keep = np.asarray(mask, dtype=bool)
+    return MessageColumns(
+        head.filter(mask), messages.queue_offsets[:limit][keep], messages.store_timestamps[:limit][keep]
+    )
 
 
 def _data_loss(p: QueuePartition, seg: SegmentRef, physical_from: int, physical_to: int) -> None:

@@ -21,6 +21,7 @@ from staticmq_spark.option_table import (
 )
 from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.protocol.names import validate_group, validate_topic
+from staticmq_spark.protocol.tag_filter import parse_tag_expression
 
 EARLIEST = -2
 LATEST = -1
@@ -64,6 +65,12 @@ SOURCE_OPTIONS = OptionTable(
         Option("maxTriggerDelay", "duration", "never wait longer for minMessagesPerTrigger", default="15m"),
         Option("failOnDataLoss", "bool", "fail when messages to read were removed", default="true"),
         Option("includeProperties", "bool", "read the properties column", default="true"),
+        Option(
+            "subscription",
+            "text",
+            "tag filter applied by the brokers: RocketMQ's expression (TagA || TagB); * takes every message",
+            default="*",
+        ),
         Option("group", "text", "consumer group: commit each finished micro-batch's offsets to the brokers"),
         Option(
             "groupMissingOffsets",
@@ -121,6 +128,7 @@ class SourceOptions:
     retry_timeout_ms: int = 120_000
     security: ClientSecurity = PLAIN
     pattern: str = ""  # topicPattern: a regular expression every topic name must fully match
+    tags: str = ""  # the `subscription` option: a tag expression ("" for every message)
 
     @property
     def subscription(self) -> str:
@@ -166,7 +174,17 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         pull_batch_size=opts.positive("pullBatchSize") or 10_000,
         retry_timeout_ms=opts.positive("retryTimeoutMs") or 120_000,
         security=client_security(opts),
+        tags=_tags(opts),
     )
+
+
+def _tags(opts: ParsedOptions) -> str:
+    """The `subscription` tag expression, checked ("" when it takes every message)."""
+    try:
+        wanted = parse_tag_expression(opts.text("subscription"))
+    except InvalidArgumentError as exc:
+        raise InvalidOptionError(f"option {opts.key('subscription')!r}: {exc.message}") from None
+    return "" if wanted.takes_all else wanted.expression
 
 
 def _subscription(opts: ParsedOptions) -> tuple[tuple[str, ...], str]:

@@ -28,6 +28,7 @@ class ReadSettings:
     pull_batch_size: int
     retry_timeout_ms: int
     security: ClientSecurity = PLAIN
+    tags: str = ""  # a tag expression the brokers apply ("" for every message)
 
 
 class QueuePartition(InputPartition):

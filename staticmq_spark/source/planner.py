@@ -88,6 +88,7 @@ def settings_of(opts: SourceOptions) -> ReadSettings:
         pull_batch_size=opts.pull_batch_size,
         retry_timeout_ms=opts.retry_timeout_ms,
         security=opts.security,
+        tags=opts.tags,
     )
 
 

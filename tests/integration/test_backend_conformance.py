@@ -1,6 +1,6 @@
 """The same static-topic scenarios on broker_stub and on a real Apache RocketMQ cluster: create
 with the backend's own admin, send keyed rows, pull across remaps, offsets and group offsets, and
-the exactly-once sink."""
+the exactly-once sink, and tag filters applied by the brokers."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import Producer, PullConsumer, PullStatus
+from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.hashing import queue_for_key
 from tests.support.backends import Backend
 from tests.support.static_helpers import read_queue
@@ -175,3 +176,35 @@ def test_sink_is_exactly_once_through_a_failed_attempt_a_remap_between_batches_a
     assert sorted(body for _, body in seen) == sorted(f"b{b}-{i}" for b in range(2) for i in range(60))
     keys = {f"b{b}-{i}": f"user-{i % 17}" for b in range(2) for i in range(60)}
     assert all(queue_for_key(keys[body], 4) == q for q, body in seen)
+
+
+TAG_CYCLE = ["TagA", "TagB", None, "TagC", "TagB"]
+
+
+def test_tag_filter_returns_only_matching_messages_at_their_logic_offsets_across_a_remap(backend: Backend) -> None:
+    """`tags` (the source's `subscription`) is applied by the brokers: only messages whose tag is
+    named come back, each at its own logic offset (the others are gaps), across segments."""
+    topic = _topic(backend, "tags")
+    backend.create(topic, 2, backend.brokers[:1])
+    sent: list[tuple[str, str | None]] = []
+
+    def send(label: str, n: int) -> None:
+        bodies = [f"{label}-{i}" for i in range(n)]
+        tags = [TAG_CYCLE[i % len(TAG_CYCLE)] for i in range(n)]
+        with Producer(backend.address) as producer:
+            producer.send_batch(topic, bodies, tags=tags, queue=0)
+        sent.extend(zip(bodies, tags, strict=True))
+
+    send("first", 37)
+    backend.remap(topic, backend.brokers[1:2])
+    send("second", 23)
+    with PullConsumer(backend.address) as consumer:
+        everything = read_queue(consumer, topic, 0)
+        assert [body.decode() for _, body in everything] == [b for b, _ in sent]
+        tag_of = {body: tag for body, tag in sent}
+        filtered = read_queue(consumer, topic, 0, tags="TagA || TagC")
+        assert filtered == [(o, b) for o, b in everything if tag_of[b.decode()] in ("TagA", "TagC")]
+        assert read_queue(consumer, topic, 0, tags="*") == everything
+        assert read_queue(consumer, topic, 0, tags="NoSuchTag") == []
+        with pytest.raises(InvalidArgumentError, match="names no tag"):
+            consumer.pull(topic, 0, 0, tags="||")

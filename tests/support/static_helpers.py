@@ -5,12 +5,15 @@ from __future__ import annotations
 from staticmq_spark.client import Producer, PullConsumer, PullStatus
 
 
-def read_queue(consumer: PullConsumer, topic: str, queue: int, start: int = 0) -> list[tuple[int, bytes]]:
-    """Every (logic offset, body) from `start` to the end, following segment jumps."""
+def read_queue(
+    consumer: PullConsumer, topic: str, queue: int, start: int = 0, tags: str = ""
+) -> list[tuple[int, bytes]]:
+    """Every (logic offset, body) from `start` to the end, following segment jumps (with `tags`,
+    only the messages the tag expression takes)."""
     out: list[tuple[int, bytes]] = []
     offset = start
     for _ in range(10_000):
-        res = consumer.pull(topic, queue, offset, max_messages=500)
+        res = consumer.pull(topic, queue, offset, max_messages=500, tags=tags)
         if res.status is PullStatus.FOUND:
             out.extend(
                 zip(res.batch.column("queue_offset").to_pylist(), res.batch.column("body").to_pylist(), strict=True)

@@ -29,7 +29,16 @@ class InMemorySegments:
 
     queues: dict[tuple[str, int], tuple[int, int]]
 
-    def read(self, topic: str, item: MappingItem, offset: int, max_messages: int, max_bytes: int, wait_ms: int):  # type: ignore[no-untyped-def]
+    def read(
+        self,
+        topic: str,
+        item: MappingItem,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
+        wait_ms: int,
+        subscription: str = "",
+    ):  # type: ignore[no-untyped-def]
         lo, hi = self.queues[(item.bname, item.queue)]
         if offset < lo:
             return PhysicalRead(PullStatus.OFFSET_MOVED, lo, lo, hi)

@@ -30,6 +30,7 @@ from staticmq_spark.errors import BrokerNotFoundError, NotFoundError, Unsupporte
 from staticmq_spark.mapping import ConsistencyReport, chain_lag, check_states, logic_bounds
 from staticmq_spark.protocol.codec import DECODED_SCHEMA
 from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
+from staticmq_spark.protocol.tag_filter import parse_tag_expression
 from staticmq_spark.protocol.topic import TopicConfig
 
 
@@ -78,7 +79,9 @@ class MemoryReader:
         retry_timeout_s: float,
         include_properties: bool = True,
         until: int | None = None,
+        subscription: str = "",
     ) -> PhysicalRead:
+        wanted = parse_tag_expression(subscription)
         with self.cluster.lock:
             pq = self.cluster.physical(topic, bname, queue)
             if offset < pq.low:
@@ -89,9 +92,14 @@ class MemoryReader:
                 return PhysicalRead(PullStatus.NO_NEW_MESSAGE, pq.high, None)
             got = pq.messages[offset - pq.low : offset - pq.low + max(1, max_messages)]
         offsets = np.arange(offset, offset + len(got), dtype=np.int64)
+        if not wanted.takes_all:  # as a broker filtering by tag: the others are gaps
+            keep = [i for i, m in enumerate(got) if m.tags in (wanted.tags or ())]
+            if not keep:
+                return PhysicalRead(PullStatus.RETRY_AT_NEXT, offset + len(got), None)
+            got, offsets = [got[i] for i in keep], offsets[keep]
         stamps = np.array([m.store_timestamp for m in got], dtype=np.int64)
         columns = MessageColumns(_columns(got, include_properties), offsets, stamps)
-        return PhysicalRead(PullStatus.FOUND, offset + len(got), columns)
+        return PhysicalRead(PullStatus.FOUND, int(offsets[-1]) + 1, columns)
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
         with self.cluster.lock:

@@ -70,6 +70,7 @@ class RocketMQPullConsumer(Closeable):
         max_bytes: int = 0,
         wait_ms: int = 0,
         broker: str | None = None,
+        subscription: str = "",
     ) -> PullResult:
         """Pull logic offsets from `offset`; long-polls up to `wait_ms` when nothing is there yet."""
         self._check(topic, queue_id)
@@ -87,6 +88,7 @@ class RocketMQPullConsumer(Closeable):
                 group=group,
                 bname=MOCK_BROKER,
                 suspend_ms=wait_ms,
+                subscription=subscription,
             )
 
         bname, answer = self.access.on_leader(topic, queue_id, ask)

@@ -101,8 +101,9 @@ class RocketMQReader:
         retry_timeout_s: float,
         include_properties: bool = True,
         until: int | None = None,
+        subscription: str = "",
     ) -> PhysicalRead:
-        ahead = self._ahead.take((topic, bname, queue, offset))
+        ahead = None if subscription else self._ahead.take((topic, bname, queue, offset))
         target = self._masters.get(bname, addr)
 
         def attempt(n: int) -> PullAnswer:
@@ -111,12 +112,14 @@ class RocketMQReader:
                 return ahead()
             if n > 0:
                 target = self.masters(refresh=True).get(bname, addr)
-            return self.client.pull(target, topic, queue, offset, max_messages, logic=False, bname=bname)
+            return self.client.pull(
+                target, topic, queue, offset, max_messages, logic=False, bname=bname, subscription=subscription
+            )
 
         answer = retry_read(f"reading {topic} queue {queue} on {bname}", retry_timeout_s, attempt)
         if answer.status is not PullStatus.FOUND:
             return PhysicalRead(answer.status, answer.next_offset, None)
-        if until is not None and offset < answer.next_offset < until:
+        if until is not None and offset < answer.next_offset < until and not subscription:
             self._pull_ahead(
                 topic, bname, target, queue, answer.next_offset, min(max_messages, until - answer.next_offset)
             )

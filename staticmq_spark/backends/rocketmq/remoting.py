@@ -314,9 +314,19 @@ class RemotingClient:
         group: str = DEFAULT_PULL_GROUP,
         bname: str | None = None,
         suspend_ms: int = 0,
+        subscription: str = "",
     ) -> PullAnswer:
         return self.submit_pull(
-            addr, topic, queue, offset, max_messages, logic=logic, group=group, bname=bname, suspend_ms=suspend_ms
+            addr,
+            topic,
+            queue,
+            offset,
+            max_messages,
+            logic=logic,
+            group=group,
+            bname=bname,
+            suspend_ms=suspend_ms,
+            subscription=subscription,
         )()
 
     def submit_pull(
@@ -331,9 +341,11 @@ class RemotingClient:
         group: str = DEFAULT_PULL_GROUP,
         bname: str | None = None,
         suspend_ms: int = 0,
+        subscription: str = "",
     ) -> Callable[[], PullAnswer]:
-        """Send a pull now; the returned function waits for its answer (pulls can be pipelined)."""
-        sys_flag = 0x4 | (0x2 if suspend_ms > 0 else 0)  # SUBSCRIPTION (stateless: "*"), SUSPEND
+        """Send a pull now; the returned function waits for its answer (pulls can be pipelined).
+        `subscription`: a TAG expression the broker applies by tag code ("" or "*": everything)."""
+        sys_flag = 0x4 | (0x2 if suspend_ms > 0 else 0)  # SUBSCRIPTION (stateless, in the header), SUSPEND
         ext: dict[str, object] = {
             "consumerGroup": group,
             "topic": topic,
@@ -343,7 +355,7 @@ class RemotingClient:
             "sysFlag": sys_flag,
             "commitOffset": 0,
             "suspendTimeoutMillis": suspend_ms,
-            "subscription": "*",
+            "subscription": subscription.strip() or "*",
             "subVersion": 0,
             "expressionType": "TAG",
             "bname": bname,

@@ -31,7 +31,9 @@ def packed_columns(
     n = packed.count
     return MessageColumns(
         decode_batch(packed, properties=properties),
-        response.base_offset + np.arange(n, dtype=np.int64),
+        np.frombuffer(response.queue_offsets, dtype="<i8", count=n).astype(np.int64)
+        if response.queue_offsets
+        else response.base_offset + np.arange(n, dtype=np.int64),
         np.frombuffer(response.store_timestamps, dtype="<i8", count=n).astype(np.int64),
     )
 

@@ -83,9 +83,11 @@ class StaticMQPullConsumer(Closeable):
         max_bytes: int = 0,
         wait_ms: int = 0,
         broker: str | None = None,
+        subscription: str = "",
     ) -> PullResult:
         """Pull from `offset`; long-polls up to `wait_ms` when nothing is there yet."""
         request = pb.PullRequest(
+            subscription=subscription,
             topic=topic,
             queue_id=queue_id,
             offset=offset,

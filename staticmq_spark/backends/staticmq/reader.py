@@ -83,8 +83,16 @@ class StaticMQReader:
         retry_timeout_s: float,
         include_properties: bool = True,
         until: int | None = None,
+        subscription: str = "",
     ) -> PhysicalRead:
-        request = pb.PullRequest(topic=topic, queue_id=queue, offset=offset, max_messages=max_messages, physical=True)
+        request = pb.PullRequest(
+            topic=topic,
+            queue_id=queue,
+            offset=offset,
+            max_messages=max_messages,
+            physical=True,
+            subscription=subscription,
+        )
         ahead = self._ahead.take((topic, bname, queue, offset))
         target = self._addr(bname, addr, refresh=False)
 
@@ -97,7 +105,7 @@ class StaticMQReader:
 
         raw = retry_read(f"reading {topic} queue {queue} on {bname}", retry_timeout_s, attempt)
         resp, data, sizes = decode_pull_response(raw)
-        if resp.status == pb.FOUND and until is not None and offset < resp.next_offset < until:
+        if resp.status == pb.FOUND and until is not None and offset < resp.next_offset < until and not subscription:
             count = min(max_messages, until - resp.next_offset)
             self._pull_ahead(target, topic, bname, queue, resp.next_offset, count)
         status = PullStatus(resp.status)

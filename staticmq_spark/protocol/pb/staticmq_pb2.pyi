@@ -264,6 +264,7 @@ class PullRequest(_message.Message):
     WAIT_MS_FIELD_NUMBER: _builtins.int
     GROUP_FIELD_NUMBER: _builtins.int
     PHYSICAL_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     queue_id: _builtins.int
     offset: _builtins.int
@@ -275,6 +276,8 @@ class PullRequest(_message.Message):
     """optional, for consumer progress statistics"""
     physical: _builtins.bool
     """read the physical queue even on a static topic (broker internal)"""
+    subscription: _builtins.str
+    """tag filter: RocketMQ's expression ("TagA || TagB"); "" or "*" = every message"""
     def __init__(
         self,
         *,
@@ -286,10 +289,11 @@ class PullRequest(_message.Message):
         wait_ms: _builtins.int = ...,
         group: _builtins.str = ...,
         physical: _builtins.bool = ...,
+        subscription: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "offset", b"offset", "physical", b"physical", "queue_id", b"queue_id", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "offset", b"offset", "physical", b"physical", "queue_id", b"queue_id", "subscription", b"subscription", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -309,6 +313,7 @@ class PullResponse(_message.Message):
     STORE_TIMESTAMPS_FIELD_NUMBER: _builtins.int
     BNAME_FIELD_NUMBER: _builtins.int
     PHYSICAL_QUEUE_ID_FIELD_NUMBER: _builtins.int
+    QUEUE_OFFSETS_FIELD_NUMBER: _builtins.int
     status: Global___PullStatus.ValueType
     next_offset: _builtins.int
     """where to pull next (logic space on static topics)"""
@@ -324,6 +329,8 @@ class PullResponse(_message.Message):
     bname: _builtins.str
     """the broker whose physical queue served the messages"""
     physical_queue_id: _builtins.int
+    queue_offsets: _builtins.bytes
+    """little-endian int64 physical offset per message, set when a tag filter left gaps"""
     @_builtins.property
     def batch(self) -> Global___MessageBatch: ...
     def __init__(
@@ -339,10 +346,11 @@ class PullResponse(_message.Message):
         store_timestamps: _builtins.bytes = ...,
         bname: _builtins.str = ...,
         physical_queue_id: _builtins.int = ...,
+        queue_offsets: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_offset", b"base_offset", "batch", b"batch", "bname", b"bname", "max_offset", b"max_offset", "min_offset", b"min_offset", "next_offset", b"next_offset", "offset_delta", b"offset_delta", "physical_queue_id", b"physical_queue_id", "status", b"status", "store_timestamps", b"store_timestamps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_offset", b"base_offset", "batch", b"batch", "bname", b"bname", "max_offset", b"max_offset", "min_offset", b"min_offset", "next_offset", b"next_offset", "offset_delta", b"offset_delta", "physical_queue_id", b"physical_queue_id", "queue_offsets", b"queue_offsets", "status", b"status", "store_timestamps", b"store_timestamps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
