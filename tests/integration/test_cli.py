@@ -95,3 +95,18 @@ def test_cluster_started_from_the_example_config_file(tmp_path) -> None:  # type
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+def test_pull_tags_prints_only_messages_with_those_tags_at_their_offsets(cluster_process, unique_topic) -> None:
+    c = cluster_process(brokers=1)
+    topic = unique_topic()
+    created = staticmq("admin", "updateStaticTopic", "-n", c.namesrv, "-t", topic, "-qn", "1", "-c", "DefaultCluster")
+    assert created.returncode == 0, created.stderr
+    for tag, body in [("A", "a0"), ("B", "b0"), ("A", "a1"), ("C", "c0"), ("B", "b1")]:
+        assert staticmq("send", "-n", c.namesrv, "-t", topic, "--tags", tag, body).returncode == 0
+    pulled = staticmq("pull", "-n", c.namesrv, "-t", topic, "--tags", "A || C")
+    assert pulled.returncode == 0, pulled.stderr
+    lines = [json.loads(line) for line in pulled.stdout.splitlines()]
+    assert [(m["body"], m["queueOffset"]) for m in lines] == [("a0", 0), ("a1", 2), ("c0", 3)]
+    bad = staticmq("pull", "-n", c.namesrv, "-t", topic, "--tags", "||")
+    assert bad.returncode != 0 and "--tags" in bad.stderr
