@@ -164,6 +164,14 @@ class NameServerUnreachableError(BrokerUnavailableError):
     retriable = False
 
 
+class TlsError(StaticMQError):
+    """A TLS connection that cannot be made as configured: the server's certificate does not verify
+    against the CA given, or the server does not speak TLS. Retrying would not change it."""
+
+    code = "TLS_ERROR"
+    grpc_status = "UNAVAILABLE"
+
+
 class AccessDeniedError(StaticMQError):
     """The cluster refused the caller's credentials (none, wrong, or without the permission)."""
 

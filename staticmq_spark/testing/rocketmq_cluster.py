@@ -22,9 +22,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.jvm_artifacts import bundle_dir, fetch_artifacts
+
+if TYPE_CHECKING:
+    from staticmq_spark.tls_files import TlsFiles
 
 ROCKETMQ_VERSION = "5.5.0"  # 5.5.1's namesrv and tools are not on Maven Central (only its broker)
 COORDINATES = [f"org.apache.rocketmq:rocketmq-{m}:{ROCKETMQ_VERSION}" for m in ("namesrv", "broker", "tools")]
@@ -77,7 +81,15 @@ def _broker_port() -> int:
 
 
 def jvm_command(
-    lib: Path, root: Path, name: str, heap: str, main: str, args: list[str], home: Path, java: str = "java"
+    lib: Path,
+    root: Path,
+    name: str,
+    heap: str,
+    main: str,
+    args: list[str],
+    home: Path,
+    java: str = "java",
+    props: tuple[str, ...] = (),
 ) -> list[str]:
     """A RocketMQ JVM (namesrv, broker or mqadmin's client) with small heaps, logs under `home`,
     dying with this process where `setpriv` is available."""
@@ -94,6 +106,7 @@ def jvm_command(
         f"-Duser.home={home}",
         f"-Djava.io.tmpdir={home}",
         f"-Drmq.logback.configurationFile=rmq.{name}.logback.xml",
+        *props,
         "-cp",
         f"{lib}/*",
         main,
@@ -145,9 +158,12 @@ class LocalRocketMQ:
         namesrv_port: int = 0,
         acl: tuple[str, str] | None = None,
         flush: str = "async",
+        tls: TlsFiles | None = None,
     ) -> None:
         """`acl=(access key, secret key)`: brokers authenticate every request (RocketMQ's ACL 2.0,
-        one admin user); mqadmin signs with the same keys."""
+        one admin user); mqadmin signs with the same keys. `tls`: every remoting port (name server,
+        brokers, their fast ports) serves TLS only (tls.server.mode=enforcing) with `tls.cert`, and
+        the brokers verify the name server against `tls.ca`; clients give `tls_ca=tls.ca`."""
         self.root = Path(root)
         self.broker_names = [f"broker-{chr(ord('a') + i)}" for i in range(brokers)]
         self.java = java
@@ -157,6 +173,7 @@ class LocalRocketMQ:
         self.broker_ports: dict[str, int] = {}
         self.acl = acl
         self.flush = flush  # "sync": SYNC_FLUSH, a send is acknowledged once it is on disk
+        self.tls = tls
 
     # ---------------------------------------------------------------- addresses
 
@@ -175,7 +192,28 @@ class LocalRocketMQ:
 
     def _jvm(self, name: str, heap: str, main: str, args: list[str], home: Path) -> list[str]:
         assert self.lib is not None
-        return jvm_command(self.lib, self.root, name, heap, main, args, home, self.java)
+        return jvm_command(self.lib, self.root, name, heap, main, args, home, self.java, self._tls_props())
+
+    def _tls_props(self) -> tuple[str, ...]:
+        """TlsSystemConfig's properties: servers in enforcing mode with real certificates
+        (tls.test.mode.enable defaults to a self-signed one), and the JVM's own client connections
+        (broker -> name server) verifying the server against the CA; a tls.config.file of our own
+        so that a machine's /etc/rocketmq/tls.properties cannot change them."""
+        if self.tls is None:
+            return ()
+        own = self.root / "tls.properties"
+        own.write_text("")
+        return (
+            "-Dtls.server.mode=enforcing",
+            "-Dtls.test.mode.enable=false",
+            f"-Dtls.server.certPath={self.tls.cert}",
+            f"-Dtls.server.keyPath={self.tls.key}",
+            "-Dtls.server.need.client.auth=none",
+            "-Dtls.enable=true",
+            f"-Dtls.client.trustCertPath={self.tls.ca}",
+            "-Dtls.client.authServer=true",
+            f"-Dtls.config.file={own}",
+        )
 
     def _spawn(self, key: str, cmd: list[str], ready: str, timeout_s: float = 90.0) -> None:
         log = self.root / f"{key}.out"
@@ -223,7 +261,7 @@ class LocalRocketMQ:
         """Until the name server lists every running broker at its address (mqadmin needs it)."""
         from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 
-        client = RemotingClient((self.namesrv,))
+        client = RemotingClient((self.namesrv,), tls_ca=str(self.tls.ca) if self.tls else None)
         want = {n: self.broker_addr(n) for n in self.broker_names if n in self.procs}
         deadline = time.monotonic() + timeout_s
         try:

@@ -1,21 +1,25 @@
-"""A RocketMQ cluster with ACL on (RocketMQ's ACL 2.0): requests are signed with the cluster's keys,
-from the CLI (environment), the Python client (`credentials=`) and Spark (`accessKey`/`secretKey`);
-no keys or a wrong secret is refused with a clear error."""
+"""A RocketMQ cluster with ACL on (RocketMQ's ACL 2.0) and TLS on every remoting port
+(tls.server.mode=enforcing): requests are signed with the cluster's keys and travel over TLS, from
+the CLI (keys from the environment, `--tls-ca`), the Python client and admin (`credentials=`,
+`tls_ca=`) and Spark (`accessKey`/`secretKey`, `tlsCaFile`); no keys or a wrong secret is refused
+with a clear error, and a wrong CA fails at once naming the address and the certificate problem."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from staticmq_spark.client import Producer, PullConsumer
-from staticmq_spark.errors import AccessDeniedError
+from staticmq_spark.client import Admin, Producer, PullConsumer
+from staticmq_spark.errors import AccessDeniedError, TlsError
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.tls_files import TlsFiles, write_tls_files
 from tests.support.cli import staticmq
 
 pytestmark = pytest.mark.spark
@@ -23,48 +27,70 @@ KEYS = ("staticmq-admin", "s3cret-key-123")
 
 
 @pytest.fixture(scope="module")
-def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRocketMQ]:
-    cluster = LocalRocketMQ(tmp_path_factory.mktemp("rocketmq-acl"), brokers=1, acl=KEYS)
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return write_tls_files(tmp_path_factory.mktemp("rocketmq-tls"))
+
+
+@pytest.fixture(scope="module")
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory, tls: TlsFiles) -> Iterator[LocalRocketMQ]:
+    cluster = LocalRocketMQ(tmp_path_factory.mktemp("rocketmq-acl"), brokers=1, acl=KEYS, tls=tls)
     try:
         cluster.start()
-        cluster.update_static_topic("guarded", 2)
+        with Admin(cluster.address, credentials=Credentials(*KEYS), tls_ca=str(tls.ca)) as admin:
+            admin.update_static_topic("guarded", 2, cluster="DefaultCluster")
+            admin.update_static_topic("guarded-out", 2, cluster="DefaultCluster")
         yield cluster
     finally:
         cluster.close()
 
 
-def test_the_cli_signs_with_keys_from_the_environment(acl_cluster: LocalRocketMQ) -> None:
-    ns = acl_cluster.address
+def test_the_cli_signs_with_keys_from_the_environment(acl_cluster: LocalRocketMQ, tls: TlsFiles) -> None:
+    ns, ca = acl_cluster.address, str(tls.ca)
     env = {"ROCKETMQ_ACCESS_KEY": KEYS[0], "ROCKETMQ_SECRET_KEY": KEYS[1]}
-    denied = staticmq("send", "-n", ns, "-t", "guarded", "--key", "k", "no-keys")
+    denied = staticmq("send", "-n", ns, "--tls-ca", ca, "-t", "guarded", "--key", "k", "no-keys")
     assert denied.returncode != 0 and "NO_PERMISSION" in denied.stdout + denied.stderr
-    wrong = staticmq("send", "-n", ns, "-t", "guarded", "x", env={**env, "ROCKETMQ_SECRET_KEY": "wrong"})
+    wrong = staticmq("send", "-n", ns, "--tls-ca", ca, "-t", "guarded", "x", env={**env, "ROCKETMQ_SECRET_KEY": "no"})
     assert wrong.returncode != 0 and "check signature failed" in wrong.stdout + wrong.stderr
-    sent = staticmq("send", "-n", ns, "-t", "guarded", "--key", "k", "signed", env=env)
+    sent = staticmq("send", "-n", ns, "--tls-ca", ca, "-t", "guarded", "--key", "k", "signed", env=env)
     assert sent.returncode == 0, sent.stdout + sent.stderr
-    pulled = staticmq("pull", "-n", ns, "-t", "guarded", "--from", "earliest", env=env)
+    pulled = staticmq("pull", "-n", ns, "--tls-ca", ca, "-t", "guarded", "--from", "earliest", env=env)
     assert "signed" in [json.loads(line)["body"] for line in pulled.stdout.splitlines()]
 
 
-def test_the_python_client_takes_credentials(acl_cluster: LocalRocketMQ) -> None:
+def test_the_python_client_takes_credentials_and_a_ca(acl_cluster: LocalRocketMQ, tls: TlsFiles) -> None:
     assert "ROCKETMQ_ACCESS_KEY" not in os.environ
-    with Producer(acl_cluster.address) as producer, pytest.raises(AccessDeniedError, match="accessKey/secretKey"):
+    ca = str(tls.ca)
+    with Producer(acl_cluster.address, tls_ca=ca) as producer, pytest.raises(AccessDeniedError, match="secretKey"):
         producer.send("guarded", b"x", queue=0)
     keys = Credentials(*KEYS)
-    with Producer(acl_cluster.address, credentials=keys) as producer:
+    with Producer(acl_cluster.address, credentials=keys, tls_ca=ca) as producer:
         assert producer.send("guarded", b"py", queue=1).queue_id == 1
-    with PullConsumer(acl_cluster.address, credentials=keys) as consumer:
+    with PullConsumer(acl_cluster.address, credentials=keys, tls_ca=ca) as consumer:
         assert consumer.max_offset("guarded", 1) >= 1
 
 
-def test_spark_reads_and_writes_with_the_key_options(spark: SparkSession, acl_cluster: LocalRocketMQ) -> None:
-    ns = acl_cluster.address
-    acl_cluster.update_static_topic("guarded-out", 2)
-    with Producer(ns, credentials=Credentials(*KEYS)) as producer:
+def test_a_wrong_ca_fails_at_once_naming_the_address_and_the_certificate_problem(
+    acl_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    other = write_tls_files(tmp_path / "other-ca")
+    keys = Credentials(*KEYS)
+    wrong_ca = rf"TLS to RocketMQ at {acl_cluster.namesrv}.*does not verify"
+    consumer = PullConsumer(acl_cluster.address, credentials=keys, tls_ca=str(other.ca))
+    with consumer, pytest.raises(TlsError, match=wrong_ca):
+        consumer.max_offset("guarded", 0)
+    with PullConsumer(acl_cluster.address, credentials=keys) as plain, pytest.raises(Exception, match="closed by"):
+        plain.max_offset("guarded", 0)
+
+
+def test_spark_reads_and_writes_with_the_key_and_ca_options(
+    spark: SparkSession, acl_cluster: LocalRocketMQ, tls: TlsFiles
+) -> None:
+    ns, ca = acl_cluster.address, str(tls.ca)
+    with Producer(ns, credentials=Credentials(*KEYS), tls_ca=ca) as producer:
         producer.send_batch("guarded", [f"v{i}" for i in range(20)], keys=[f"u{i}" for i in range(20)])
 
     def read(topic: str, **keys: str):  # type: ignore[no-untyped-def]
-        reader = spark.read.format("staticmq").option("namesrv", ns).option("topic", topic)
+        reader = spark.read.format("staticmq").option("namesrv", ns).option("topic", topic).option("tlsCaFile", ca)
         for k, v in keys.items():
             reader = reader.option(k, v)
         return reader.load()
@@ -78,6 +104,7 @@ def test_spark_reads_and_writes_with_the_key_options(spark: SparkSession, acl_cl
         .write.format("staticmq")
         .option("namesrv", ns)
         .option("topic", "guarded-out")
+        .option("tlsCaFile", ca)
         .option("accessKey", KEYS[0])
         .option("secretKey", KEYS[1])
         .mode("append")

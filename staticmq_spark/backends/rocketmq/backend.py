@@ -78,8 +78,8 @@ class RocketMQBackend:
         self._lock = threading.Lock()
 
     def _client(self, timeout_s: float = 10.0) -> RemotingClient:
-        keys = rocketmq_credentials(self.security.credentials, self.security.tls_ca)
-        return RemotingClient(self.address.hosts, credentials=keys, timeout_s=timeout_s)
+        keys = rocketmq_credentials(self.security.credentials)
+        return RemotingClient(self.address.hosts, credentials=keys, timeout_s=timeout_s, tls_ca=self.security.tls_ca)
 
     def reader(self) -> RocketMQReader:
         with self._lock:

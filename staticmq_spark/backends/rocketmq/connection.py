@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -14,7 +15,7 @@ import numpy.typing as npt
 
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand, decode_frame, encode_request, frame_length
 from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import BrokerUnavailableError
+from staticmq_spark.errors import BrokerUnavailableError, InvalidOptionError, TlsError
 
 log = logging.getLogger(__name__)
 _OPAQUES = itertools.count(1)
@@ -37,13 +38,14 @@ def split_host_port(addr: str) -> tuple[str, int]:
 class Connection(Closeable):
     """Thread-safe: any thread may call `request`; one reader thread completes the futures."""
 
-    def __init__(self, addr: str, connect_timeout_s: float = 3.0) -> None:
+    def __init__(self, addr: str, connect_timeout_s: float = 3.0, tls: ssl.SSLContext | None = None) -> None:
         self.addr = addr
         host, port = split_host_port(addr)
         try:
-            self._sock = socket.create_connection((host, port), timeout=connect_timeout_s)
+            sock = socket.create_connection((host, port), timeout=connect_timeout_s)
         except OSError as exc:
             raise BrokerUnavailableError(f"cannot connect to RocketMQ at {addr}: {exc}") from None
+        self._sock = sock if tls is None else _tls_handshake(sock, tls, addr, host)
         self._sock.settimeout(None)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._write_lock = threading.Lock()
@@ -178,18 +180,43 @@ class Connection(Closeable):
         self._fail("closed by the client")
 
 
+def tls_context(ca_file: str) -> ssl.SSLContext:
+    """Client TLS that verifies the server's certificate and host name against `ca_file` (PEM)."""
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidOptionError(f"TLS CA file {ca_file!r} cannot be used: {exc}") from None
+
+
+def _tls_handshake(sock: socket.socket, tls: ssl.SSLContext, addr: str, host: str) -> ssl.SSLSocket:
+    try:
+        return tls.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        sock.close()
+        raise TlsError(
+            f"TLS to RocketMQ at {addr}: its certificate does not verify against the CA given "
+            f"({exc.verify_message or exc.reason}); give the CA that signed the cluster's certificates"
+        ) from None
+    except (ssl.SSLError, OSError) as exc:
+        sock.close()
+        raise TlsError(
+            f"TLS to RocketMQ at {addr} failed ({exc}): is the cluster started with tls.server.mode=enforcing?"
+        ) from None
+
+
 class ConnectionPool:
     """One live connection per address; a dead one is replaced on the next request."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self._conns: dict[str, Connection] = {}
         self._lock = threading.Lock()
+        self._tls = tls
 
     def get(self, addr: str) -> Connection:
         with self._lock:
             conn = self._conns.get(addr)
             if conn is None or conn.closed:
-                conn = self._conns[addr] = Connection(addr)
+                conn = self._conns[addr] = Connection(addr, tls=self._tls)
             return conn
 
     def close(self) -> None:

@@ -63,7 +63,10 @@ class RocketMQProducer(Closeable):
         """`credentials`: the cluster's ACL keys (default: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
         address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
         self.client = client or RemotingClient(
-            address.hosts, credentials=rocketmq_credentials(credentials, tls_ca), timeout_s=request_timeout_s
+            address.hosts,
+            credentials=rocketmq_credentials(credentials),
+            timeout_s=request_timeout_s,
+            tls_ca=tls_ca,
         )
         self._own_client = client is None
         self.send_timeout_s = send_timeout_s

@@ -40,7 +40,10 @@ class RocketMQPullConsumer(Closeable):
         self.group = group
         address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
         client = RemotingClient(
-            address.hosts, credentials=rocketmq_credentials(credentials, tls_ca), timeout_s=request_timeout_s
+            address.hosts,
+            credentials=rocketmq_credentials(credentials),
+            timeout_s=request_timeout_s,
+            tls_ca=tls_ca,
         )
         self.access = RocketMQReader(address, client)
 

@@ -18,13 +18,12 @@ from typing import Any
 
 from staticmq_spark.backends.rocketmq import fastjson
 from staticmq_spark.backends.rocketmq.codes import STORED_DEGRADED, RequestCode, ResponseCode, code_name, error_for
-from staticmq_spark.backends.rocketmq.connection import ConnectionPool
+from staticmq_spark.backends.rocketmq.connection import ConnectionPool, tls_context
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.errors import (
     AccessDeniedError,
     BrokerUnavailableError,
     InvalidArgumentError,
-    InvalidOptionError,
     StaticMQError,
     TopicNotFoundError,
 )
@@ -70,11 +69,8 @@ def credentials_from(access_key: str = "", secret_key: str = "") -> Credentials 
     return Credentials(access_key, secret_key) if access_key else None
 
 
-def rocketmq_credentials(credentials: Credentials | tuple[str, str] | None, tls_ca: str | None) -> Credentials | None:
-    """A client's `credentials=` for RocketMQ (None: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY); TLS to
-    RocketMQ's remoting port is not built, so a CA file is refused rather than ignored."""
-    if tls_ca:
-        raise InvalidOptionError("TLS (tls_ca / tlsCaFile / --tls-ca) applies to staticmq clusters, not rocketmq://")
+def rocketmq_credentials(credentials: Credentials | tuple[str, str] | None) -> Credentials | None:
+    """A client's `credentials=` for RocketMQ (None: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
     return credentials_of(credentials)  # None: RemotingClient reads the environment
 
 
@@ -165,13 +161,21 @@ def encode_properties(props: dict[str, str]) -> str:
 class RemotingClient:
     """Name-server lookups and broker calls; thread-safe, one connection per address."""
 
-    def __init__(self, namesrv: tuple[str, ...], credentials: Credentials | None = None, timeout_s: float = 5.0):
+    def __init__(
+        self,
+        namesrv: tuple[str, ...],
+        credentials: Credentials | None = None,
+        timeout_s: float = 5.0,
+        tls_ca: str | None = None,
+    ):
+        """`tls_ca`: PEM file of the CA that signed the cluster's certificates: every connection (name
+        servers and brokers) is TLS, for a RocketMQ started with tls.server.mode=enforcing."""
         if not namesrv:
             raise InvalidArgumentError("a RocketMQ client needs at least one name server address")
         self.namesrv = namesrv
         self.credentials = credentials if credentials is not None else credentials_from()
         self.timeout_s = timeout_s
-        self.pool = ConnectionPool()
+        self.pool = ConnectionPool(tls_context(tls_ca) if tls_ca else None)
 
     def close(self) -> None:
         self.pool.close()
