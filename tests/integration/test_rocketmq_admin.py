@@ -149,3 +149,17 @@ def test_remaps_across_three_brokers_keep_every_copy_valid_for_staticmq_and_mqad
     three_brokers.remap_static_topic(topic, [b, c])  # RocketMQ's mqadmin accepts what staticmq wrote
     sent += _send(ns, topic, "end", 12)
     assert sorted(_read_all(ns, topic, 4)) == sorted(sent)
+
+
+def test_group_list_on_rocketmq_shows_a_group_with_the_topics_it_committed(rocketmq_cluster: LocalRocketMQ) -> None:
+    ns, topic, group = rocketmq_cluster.address, f"rmq-admin-{next(_n)}", f"rmq-group-{next(_n)}"
+    created = staticmq("admin", "updateStaticTopic", "-n", ns, "-t", topic, "-qn", "4", "-c", "DefaultCluster")
+    assert created.returncode == 0, created.stderr
+    _send(ns, topic, "g", 10)
+    with PullConsumer(ns, group=group) as consumer:
+        consumer.commit(topic, 0, 1)
+    listed = staticmq("admin", "groupList", "-n", ns, "--json")
+    assert listed.returncode == 0, listed.stderr
+    groups = {g["group"]: g["topics"] for g in json.loads(listed.stdout)}
+    assert groups[group] == [topic]
+    assert not [g for g in groups if g in ("TOOLS_CONSUMER", "DEFAULT_CONSUMER") or g.startswith("CID_RMQ_SYS_")]

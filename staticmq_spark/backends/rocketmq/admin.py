@@ -42,6 +42,27 @@ from staticmq_spark.mapping import ConsistencyReport, check_consistency
 from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress, TopicRouteView
 from staticmq_spark.protocol.topic import TopicConfig
 
+# MixAll.PREDEFINE_GROUP_SET of RocketMQ 5.5: the broker's own groups, not users'
+ROCKETMQ_GROUPS = frozenset(
+    {
+        "DEFAULT_CONSUMER",
+        "DEFAULT_PRODUCER",
+        "TOOLS_CONSUMER",
+        "SCHEDULE_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_P_GROUP",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+        "CID_SYS_RMQ_TRANS",
+    }
+)
+SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC_")
+
 ANSWERED = (
     "clusterList",
     "consumerProgress",
@@ -269,7 +290,19 @@ class RocketMQAdmin(Closeable):
         _unsupported("topicStatus")
 
     def group_list(self) -> list[GroupSummary]:
-        _unsupported("groupList")
+        """Every consumer group the brokers know (RocketMQ's predefined and CID_RMQ_SYS_ groups left
+        out), with the topics it committed offsets of; RocketMQ keeps no commit time (0)."""
+        groups: dict[str, set[str]] = {}
+        for addr in self.reader.masters(refresh=True).values():
+            for group in self.calls.subscription_groups(addr):
+                groups.setdefault(group, set())
+            for group, topics in self.calls.consumer_offsets(addr).items():
+                groups.setdefault(group, set()).update(topics)
+        return [
+            GroupSummary(group, tuple(sorted(t for t in topics if not t.startswith(SYSTEM_TOPIC_PREFIXES))), 0)
+            for group, topics in sorted(groups.items())
+            if group not in ROCKETMQ_GROUPS and not group.startswith("CID_RMQ_SYS_")
+        ]
 
     def close(self) -> None:
         self.reader.close()

@@ -22,6 +22,23 @@ class AdminCalls:
         table = fastjson.loads(resp.body).get("clusterAddrTable", {}) or {}
         return {str(c): sorted(str(b) for b in brokers) for c, brokers in table.items()}
 
+    def subscription_groups(self, addr: str) -> set[str]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: the names of the groups one broker knows."""
+        resp = self.client.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+        check_answer(resp, f"subscription groups at {addr}")
+        return {str(g) for g in (fastjson.loads(resp.body).get("subscriptionGroupTable") or {})}
+
+    def consumer_offsets(self, addr: str) -> dict[str, set[str]]:
+        """GET_ALL_CONSUMER_OFFSET: group -> the topics it committed offsets of on one broker."""
+        resp = self.client.call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, {})
+        check_answer(resp, f"consumer offsets at {addr}")
+        found: dict[str, set[str]] = {}
+        for key in fastjson.loads(resp.body).get("offsetTable") or {}:
+            topic, _, group = str(key).rpartition("@")
+            if topic and group:
+                found.setdefault(group, set()).add(topic)
+        return found
+
     def update_static_topic(self, addr: str, broker: BrokerTopic) -> None:
         """UPDATE_AND_CREATE_STATIC_TOPIC: the broker's topic config (header) and mapping detail (body)."""
         cfg = broker.config
