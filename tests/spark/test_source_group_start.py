@@ -1,33 +1,55 @@
-"""startingOffsets=group: a query takes over a consumer group's committed offsets on a real cluster."""
+"""startingOffsets=group: a query takes over a consumer group's committed offsets on a real cluster
+(broker_stub and Apache RocketMQ)."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 
 from staticmq_spark.client import PullConsumer
+from tests.support.backends import Backend
 from tests.support.spark import by_queue, new_topic, produce, source
+from tests.support.static_helpers import read_queue
 
 pytestmark = pytest.mark.spark
+_n = itertools.count()
 
 
-def test_a_query_starting_from_a_group_reads_from_its_committed_offsets(spark, cluster) -> None:
-    topic = new_topic(cluster.namesrv, 4)
-    sent = produce(cluster.namesrv, topic, 400)
-    committed = {0: 10, 2: len(sent[2])}  # another consumer of the group got this far; 1 and 3: nothing
-    with PullConsumer(cluster.namesrv, group="handover") as consumer:
-        for q, offset in committed.items():
+def test_a_query_starting_from_a_group_reads_from_its_committed_offsets(spark, backend: Backend) -> None:
+    """On both backends: the group's offsets committed by another consumer (on RocketMQ they are
+    stored by the brokers, where a Java client's commits go too), in a topic remapped since."""
+    topic = f"group-start-{backend.name}-{next(_n)}"
+    backend.create(topic, 4, backend.brokers[:1])
+    sent = produce(backend.address, topic, 200)
+    backend.remap(topic, backend.brokers[1:2])
+    more = produce(backend.address, topic, 200, start=200)
+    committed = {0: 10, 2: len(sent[2]) + 3}  # another consumer of the group got this far; 1 and 3: nothing
+    group = f"handover-{backend.name}-{next(_n)}"
+    with PullConsumer(backend.address, group=group) as consumer:
+        offsets = {q: _logic_offset(consumer, topic, q, n) for q, n in committed.items()}
+        for q, offset in offsets.items():
             consumer.commit(topic, q, offset)
+    name = f"group_start_{backend.name}_{next(_n)}"
     q = (
-        source(spark, cluster.namesrv, topic, startingOffsets="group", group="handover", maxMessagesPerTrigger="120")
+        source(spark, backend.address, topic, startingOffsets="group", group=group, maxMessagesPerTrigger="120")
         .writeStream.format("memory")
-        .queryName("group_start")
+        .queryName(name)
         .trigger(availableNow=True)
         .start()
     )
-    q.awaitTermination(180)
-    got = by_queue(spark.table("group_start").collect())
-    expected = {queue: bodies[committed.get(queue, 0) :] for queue, bodies in sent.items()}
+    q.awaitTermination(240)
+    assert q.exception() is None, q.exception()
+    got = by_queue(spark.table(name).collect())
+    every = {queue: sent.get(queue, []) + more.get(queue, []) for queue in range(4)}
+    expected = {queue: bodies[committed.get(queue, 0) :] for queue, bodies in every.items()}
     assert {k: v for k, v in got.items() if v} == {k: v for k, v in expected.items() if v}
+
+
+def _logic_offset(consumer: PullConsumer, topic: str, queue: int, nth: int) -> int:
+    """The logic offset of the queue's `nth` message (0-based), across the remap's offset jump."""
+    offsets = [o for o, _ in read_queue(consumer, topic, queue)]
+    return offsets[nth]
 
 
 def test_a_group_without_commits_fails_the_query_when_asked_to(spark, cluster) -> None:
