@@ -159,6 +159,7 @@ class LocalRocketMQ:
         acl: tuple[str, str] | None = None,
         flush: str = "async",
         tls: TlsFiles | None = None,
+        broker_settings: dict[str, str] | None = None,
     ) -> None:
         """`acl=(access key, secret key)`: brokers authenticate every request (RocketMQ's ACL 2.0,
         one admin user); mqadmin signs with the same keys. `tls`: every remoting port (name server,
@@ -174,6 +175,7 @@ class LocalRocketMQ:
         self.acl = acl
         self.flush = flush  # "sync": SYNC_FLUSH, a send is acknowledged once it is on disk
         self.tls = tls
+        self.broker_settings = dict(broker_settings or {})  # extra broker.conf lines (BrokerConfig keys)
 
     # ---------------------------------------------------------------- addresses
 
@@ -310,6 +312,7 @@ class LocalRocketMQ:
                     "maxTransferBytesOnMessageInDisk=8388608",
                     "diskMaxUsedSpaceRatio=95",
                     *self._acl_lines(),
+                    *(f"{k}={v}" for k, v in self.broker_settings.items()),
                     "",
                 ]
             )

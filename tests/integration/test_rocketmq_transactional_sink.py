@@ -25,6 +25,8 @@ from staticmq_spark.client import Admin, PullConsumer
 from staticmq_spark.errors import ConflictError
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from tests.support.static_helpers import read_queue
+from tests.support.waiting import wait_until
 
 _n = itertools.count()
 QUEUES = 4
@@ -183,3 +185,36 @@ def test_a_broker_killed_and_restarted_between_prepare_and_commit_keeps_its_halv
     seen = _visible(ns, topic)
     assert Counter(body for _, _, body in seen) == Counter(f"k{p}-{i}" for p in range(2) for i in range(250))
     assert all(queue_for_key(key, QUEUES) == q for q, key, _ in seen)
+
+
+def test_a_half_the_broker_discarded_after_its_checks_is_still_committed_by_a_decided_batch(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The sink answers no CHECK_TRANSACTION_STATE: past transactionCheckMax checks the broker moves a
+    half to TRANS_CHECK_MAX_TIME_TOPIC. A decided batch (a slow commit, or a driver restarted long
+    after deciding) must still commit it: END_TRANSACTION reads the half from the commit log."""
+    fast_checks = {"transactionTimeOut": "500", "transactionCheckInterval": "500", "transactionCheckMax": "1"}
+    cluster = LocalRocketMQ(tmp_path_factory.mktemp("rocketmq-checks"), brokers=1, broker_settings=fast_checks)
+    try:
+        cluster.start()
+        ns = cluster.address
+        with Admin(ns) as admin:
+            admin.update_static_topic("slow", 2, cluster="DefaultCluster")
+        backend = open_backend(ns)
+        sink = backend.sink()
+        assert isinstance(sink, RocketMQTransactionalSink)
+        settings = _settings(ns, "slow")
+        tasks = [sink.write_task(settings, "q-slow", 0, 0, iter([_rows("late", 80)]))]
+        discarded = cluster.root / "broker-a" / "home" / "logs" / "rocketmqlogs" / "transaction.log"
+        wait_until(
+            lambda: discarded.exists() and "TRANS_CHECK_MAXTIME" in discarded.read_text(errors="replace"),
+            60,
+            message="the broker discarding the halves after their checks",
+        )
+        assert sink.commit(settings, "q-slow", 0, tasks) == 80
+        with PullConsumer(ns) as consumer:
+            seen = [b for q in range(2) for _, b in read_queue(consumer, "slow", q)]
+        assert Counter(b.decode() for b in seen) == Counter(f"late-{i}" for i in range(80))
+        backend.close()
+    finally:
+        cluster.close()
