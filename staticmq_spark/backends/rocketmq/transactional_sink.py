@@ -25,8 +25,11 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +48,8 @@ from staticmq_spark.errors import ConflictError, InvalidArgumentError, StaticMQE
 from staticmq_spark.mapping.rules import leader as chain_leader
 
 log = logging.getLogger(__name__)
+J = TypeVar("J")
+R = TypeVar("R")
 TXN = "staticmq_txn"
 PRODUCER_GROUP = "staticmq_sink"
 SCAN_BATCH = 512
@@ -112,6 +117,7 @@ class RocketMQTransactionalSink:
         self.client = client
         self.leaders = Leaders(client)
         self._logs: dict[str, DecisionLog] = {}
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-halves")
 
     # ------------------------------------------------------------------ executor side
 
@@ -145,23 +151,18 @@ class RocketMQTransactionalSink:
             order, target_list = target_runs(targets)
             if order is None:
                 order = np.arange(n, dtype=np.int64)
+            jobs: dict[str, list[tuple[int, Leader, np.ndarray]]] = {}  # per broker: its queues' rows
             for logic, a, b in target_list:
                 lead = leaders.get(logic)
                 if lead is None:
                     raise ConflictError(f"logic queue {logic} of {settings.topic!r} has no leader now (mid-remap?)")
-                picked = order[a:b]
-                take = pa.array(picked)
-                halves = send_halves(
-                    self.client,
-                    lead.addr,
-                    lead.bname,
-                    settings.topic,
-                    lead.queue,
-                    bodies.take(take),
-                    marked.take(take),
-                    PRODUCER_GROUP,
-                )
-                runs.setdefault(logic, []).append((numbers[picked], halves))
+                jobs.setdefault(lead.bname, []).append((logic, lead, order[a:b]))
+
+            # every broker's halves at once (one connection each): the waits for the brokers overlap
+            send = partial(self._send_jobs, settings.topic, bodies, marked, numbers)
+            for sent in self._per_broker(send, list(jobs.values())):
+                for logic, picked_rows, halves in sent:
+                    runs.setdefault(logic, []).append((picked_rows, halves))
             rows += n
         detail = [
             HalfRun(
@@ -177,6 +178,37 @@ class RocketMQTransactionalSink:
             for logic, parts in sorted(runs.items())
         ]
         return TaskWrite(writer, batch, partition, rows, detail)
+
+    def _send_jobs(
+        self,
+        topic: str,
+        bodies: pa.Array,
+        marked: pa.Array,
+        numbers: np.ndarray,
+        jobs: list[tuple[int, Leader, np.ndarray]],
+    ) -> list[tuple[int, np.ndarray, PreparedHalves]]:
+        """One broker's halves: each of its logic queues' rows (`picked` positions of the batch)."""
+        sent = []
+        for logic, lead, picked in jobs:
+            take = pa.array(picked)
+            halves = send_halves(
+                self.client,
+                lead.addr,
+                lead.bname,
+                topic,
+                lead.queue,
+                bodies.take(take),
+                marked.take(take),
+                PRODUCER_GROUP,
+            )
+            sent.append((logic, numbers[picked], halves))
+        return sent
+
+    def _per_broker(self, work: Callable[[J], R], jobs: list[J]) -> list[R]:
+        """`work` on each broker's jobs, brokers in parallel (errors raised as they come)."""
+        if len(jobs) <= 1:
+            return [work(j) for j in jobs]
+        return list(self._pool.map(work, jobs))
 
     # ------------------------------------------------------------------ driver side
 
@@ -236,20 +268,32 @@ class RocketMQTransactionalSink:
     def _complete(self, topic: str, decision: Decision, *, fresh: bool) -> int:
         """Commit every half of the decision not committed yet; the rows committed now."""
         masters = self.client.route(topic).masters
-        committed = 0
-        failures = []
+
+        def commit_runs(runs: list[HalfRun]) -> tuple[int, list[str]]:
+            done_now, refusals = 0, []
+            for run in runs:
+                keep = np.ones(run.count, dtype=bool)
+                if not fresh:
+                    tail = decision.tails.get((run.bname, run.queue), 0)
+                    done = self._committed(topic, masters[run.bname], run, tail)
+                    keep = ~np.isin(run.rows, np.fromiter(done, dtype=np.int64, count=len(done)))
+                if not keep.any():
+                    continue
+                halves = PreparedHalves(run.commit_log_offsets[keep], run.table_offsets[keep])
+                uniq = uniq_keys(run.token, run.rows[keep])
+                refused = end_halves(self.client, masters[run.bname], topic, PRODUCER_GROUP, halves, uniq, commit=True)
+                done_now += int(keep.sum()) - len(refused)
+                refusals += [f"{run.bname}/{run.queue}: {text}" for text in refused[:3]]
+            return done_now, refusals
+
+        by_broker: dict[str, list[HalfRun]] = {}
         for run in decision.runs:
-            keep = np.ones(run.count, dtype=bool)
-            if not fresh:
-                done = self._committed(topic, masters[run.bname], run, decision.tails.get((run.bname, run.queue), 0))
-                keep = ~np.isin(run.rows, np.fromiter(done, dtype=np.int64, count=len(done)))
-            if not keep.any():
-                continue
-            halves = PreparedHalves(run.commit_log_offsets[keep], run.table_offsets[keep])
-            uniq = uniq_keys(run.token, run.rows[keep])
-            refused = end_halves(self.client, masters[run.bname], topic, PRODUCER_GROUP, halves, uniq, commit=True)
-            committed += int(keep.sum()) - len(refused)
-            failures += [f"{run.bname}/{run.queue}: {text}" for text in refused[:3]]
+            by_broker.setdefault(run.bname, []).append(run)
+        committed = 0
+        failures: list[str] = []
+        for done_now, refusals in self._per_broker(commit_runs, list(by_broker.values())):
+            committed += done_now
+            failures += refusals
         if failures:
             raise StaticMQError(
                 f"committing micro-batch {decision.batch}: {len(failures)} half message(s) refused "
@@ -294,4 +338,5 @@ class RocketMQTransactionalSink:
         return "its half messages are never committed (the brokers discard them); nothing of it is visible"
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False)
         self.client.close()
