@@ -4,7 +4,7 @@ a Delta table, `results` writes every message back, keyed as it came, to another
 through the staticmq sink.
 
     spark-submit --master spark://HOST:PORT --jars DELTA_JARS --conf ... cluster_job.py \\
-        NAMESRV INPUT OUTPUT TABLE CHECKPOINTS MARKERS [--block read|write] [--per-trigger N]
+        NAMESRV INPUT OUTPUT TABLE CHECKPOINTS MARKERS [--block read] [--block write] [--per-trigger N]
 
 Both queries pass `value` through the Python UDF `mark` (phase `read` in bronze, `write` in
 results), which runs in the executors' Python workers. For every task attempt it leaves a file in
@@ -35,10 +35,10 @@ NOT_KILLED_S = 300.0  # a blocked attempt that outlives this fails its task (the
 parser = argparse.ArgumentParser()
 for name in ("namesrv", "input", "output", "table", "checkpoints", "markers"):
     parser.add_argument(name)
-parser.add_argument("--block", choices=["read", "write"])
+parser.add_argument("--block", choices=["read", "write"], action="append", default=[])
 parser.add_argument("--per-trigger", default="100000", help="maxMessagesPerTrigger of the source")
 args = parser.parse_args()
-markers, block = args.markers, args.block
+markers, blocks = args.markers, set(args.block)
 _rows: dict[int, int] = {}
 
 spark = SparkSession.builder.appName("staticmq-cluster-job").getOrCreate()
@@ -54,7 +54,7 @@ def mark(value, phase):  # no type hints: they would make it a pandas UDF candid
     if n == 1:
         name = f"{phase}-s{ctx.stageId()}-p{ctx.partitionId()}-a{ctx.attemptNumber()}-{os.getpid()}"
         Path(markers, name).write_text(os.getcwd())
-    if phase == block and n == BLOCK_AT:
+    if phase in blocks and n == BLOCK_AT:
         try:
             fd = os.open(os.path.join(markers, f"blocked-{phase}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
