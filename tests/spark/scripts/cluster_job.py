@@ -20,7 +20,6 @@ set here: it is spark-submit's.
 import argparse
 import os
 import threading
-import time
 from pathlib import Path
 
 from pyspark import TaskContext
@@ -89,11 +88,6 @@ bronze = (
     .trigger(availableNow=True)
     .start(args.table)
 )
-# The second query starts once the first has its sources: each starts a Python worker on the
-# driver that must connect back within Spark's fixed 10 s (PythonWorkerFactory.createSimpleWorker),
-# which two at once on a loaded 2-core machine sometimes did not.
-while bronze.isActive and bronze.status["message"] == "Initializing sources":
-    time.sleep(0.05)  # polling the query's status (no event to wait on)
 results = (
     read("write")
     .select("key", "value")
