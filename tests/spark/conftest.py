@@ -1,5 +1,6 @@
 """Spark tests share one local[2] session and one real 3-broker cluster per module; the Spark Connect
-test shares one Connect server per session."""
+test shares one Connect server per session, the standalone-cluster tests one Spark standalone
+cluster (a master and two workers) per session."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from staticmq_spark import configure_spark
 from staticmq_spark.testing import LocalCluster
-from tests.support.spark_cluster import ConnectServer
+from tests.support.spark_cluster import ConnectServer, StandaloneCluster
 
 SPARK_CONF = {
     "spark.ui.enabled": "false",
@@ -54,3 +55,14 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectS
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and two 1-core workers on 127.0.0.1, started once per session
+    (a failed start fails the tests that use it); killed with their executors at the end."""
+    spark_cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), workers=2).start()
+    try:
+        yield spark_cluster
+    finally:
+        spark_cluster.stop()
