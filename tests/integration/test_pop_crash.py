@@ -65,7 +65,8 @@ def test_order_pop_after_kill_9_redelivers_in_order_without_the_acked_ones(local
     with Producer(c.namesrv) as producer:
         producer.send_batch(topic, [f"m{i}" for i in range(8)], queue=0)
     with PopConsumer(c.namesrv, "gco", topic, order=True) as consumer:
-        first = consumer.receive(5, invisible_time=2.0, wait_s=2)
+        # invisible long enough for the restart to end first, even on a busy machine
+        first = consumer.receive(5, invisible_time=8.0, wait_s=2)
         assert consumer.ack_batch([first[0], first[1], first[3]]).acked == 3
         c.kill_broker("broker-0")
         c.start_broker("broker-0")
@@ -78,5 +79,5 @@ def test_order_pop_after_kill_9_redelivers_in_order_without_the_acked_ones(local
             seen.extend((m.body.decode(), m.reconsume_times) for m in batch)
             return len(seen) >= 5
 
-        wait_until(redelivered, 10, message=lambda: f"5 messages redelivered after the restart; got {seen}")
+        wait_until(redelivered, 25, message=lambda: f"5 messages redelivered after the restart; got {seen}")
     assert seen == [("m2", 1), ("m4", 1), ("m5", 0), ("m6", 0), ("m7", 0)]
