@@ -185,7 +185,7 @@ def one_round(spark: Any, rows: clients.Rows, run: int, tmp: str, ends: dict[str
                 "source", system, r.pop("rate"), run, **r, value_bytes=size, case=f"{size} B, {mode}", mode=mode
             )
     per_trigger = RUNNING_PER_TRIGGER if n >= 4 * RUNNING_PER_TRIGGER else n // 4
-    mode = f"running query, maxOffsets {per_trigger}, batches 2.."
+    mode = f"running query, maxOffsets {per_trigger}"  # rows / time of micro-batches 2..N
     for system, end in ends.items():
         ck = f"{tmp}/ck/running-{system}-{size}-{run}"
         got_rows, seconds, micro = spark_figures.running_run(spark, end, topic, ck, per_trigger)

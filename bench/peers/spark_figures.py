@@ -104,9 +104,11 @@ def latency_run(
     send: Callable[[bytes], object],
     seconds: float,
     every_s: float,
+    progress: list[dict[str, Any]] | None = None,
 ) -> tuple[float, float, int]:
     """(p50 ms, p99 ms, samples): one message every `every_s` for `seconds`, its send time in the value;
-    arrival = when the driver holds the row of a 0-second-trigger micro-batch (foreachBatch + collect)."""
+    arrival = when the driver holds the row of a 0-second-trigger micro-batch (foreachBatch + collect).
+    `progress` receives the query's StreamingQueryProgress of every micro-batch (as dicts)."""
     arrivals: list[float] = []
     lock = threading.Lock()
 
@@ -131,6 +133,8 @@ def latency_run(
         deadline = time.monotonic() + 60
         while len(arrivals) < sent and time.monotonic() < deadline:
             time.sleep(0.05)
+        if progress is not None:
+            progress.extend(started.recentProgress)
     finally:
         started.stop()
     if len(arrivals) != sent:
