@@ -7,7 +7,8 @@ partitions, one local[2] session. Per run and system (interleaved, A B A B ...):
 20 ms into a 0-second-trigger query whose foreachBatch collects the rows on the driver (the latency
 figure of `bench.peers`). `python-floor` is the same query over `floor_source`, a Python data source
 that reads a local file of fixed-size records: the floor of pyspark's Python source machinery, with
-2 partitions (one empty, as staticmq's for these one-key probes) or 1 (`python-floor-1`, as Kafka's).
+2 partitions (one empty, as staticmq's for these one-key probes), or N (`python-floor-N`, the records
+in the first: `python-floor-1` plans as Kafka's source, which leaves out partitions without records).
 Printed per system: the median of each `durationMs` phase over the micro-batches that held rows (the
 first left out), rows per batch, and the latency p50 / p99. The driver's pid is printed first, so
 that `py-spy record --subprocesses -p PID` can watch a run.
@@ -64,9 +65,9 @@ def senders(
     send = {
         "staticmq": lambda v: producer.send(TOPIC, v, key="user-1"),
         "kafka": kafka_send,
-        "python-floor": lambda v: floor_source.append(floor_path, v),
-        "python-floor-1": lambda v: floor_source.append(floor_path, v),
     }
+    for system in ("python-floor", *(f"python-floor-{n}" for n in range(1, 9))):
+        send[system] = lambda v: floor_source.append(floor_path, v)
     return send, producer.close
 
 
