@@ -95,11 +95,11 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
         ends = {
             "staticmq": Endpoint("staticmq", "staticmq", {"namesrv": cluster.namesrv}),
             "kafka": Endpoint("kafka", "kafka", {"kafka.bootstrap.servers": kafka.bootstrap}),
-            "python-floor": Endpoint("python-floor", "bench_floor", {"path": f"{tmp}/floor.queue"}),
-            "python-floor-1": Endpoint(
-                "python-floor-1", "bench_floor", {"path": f"{tmp}/floor.queue", "partitions": "1"}
-            ),
         }
+        for n in range(1, 9):  # python-floor-N: N partitions, the new records in the first
+            floor = {"path": f"{tmp}/floor.queue", "partitions": str(n)}
+            ends[f"python-floor-{n}"] = Endpoint(f"python-floor-{n}", "bench_floor", floor)
+        ends["python-floor"] = ends["python-floor-2"]
         conf = {"spark.jars": ",".join(str(j) for j in spark_kafka_jars()), "spark.driver.memory": "1g"}
         conf["spark.sql.streaming.numRecentProgressUpdates"] = "10000"
         spark = spark_session("staticmq-bench-phases", conf)

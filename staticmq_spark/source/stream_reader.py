@@ -29,7 +29,6 @@ from staticmq_spark.backends.retry import with_retries
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.source import offsets as offset_json
 from staticmq_spark.source.admission import advance, count_rows, share_budget
-from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.idle import IdleBackoff
 from staticmq_spark.source.offsets import Offsets
 from staticmq_spark.source.options import SourceOptions
@@ -211,6 +210,8 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def read(self, partition: QueuePartition) -> Any:  # type: ignore[override]
+        from staticmq_spark.source.executor import read_partition  # executors only: not in the planning process
+
         return read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
