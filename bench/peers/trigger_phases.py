@@ -5,13 +5,15 @@
 One broker_stub broker (flush=sync) and one Kafka node (fsync per append), topics of 2 logic queues /
 partitions, one local[2] session. Per run and system (interleaved, A B A B ...): a 100-byte probe every
 20 ms into a 0-second-trigger query whose foreachBatch collects the rows on the driver (the latency
-figure of `bench.peers`). `python-floor` is the same query over `floor_source`, a Python data source
-that reads a local file of fixed-size records: the floor of pyspark's Python source machinery, with
-2 partitions (one empty, as staticmq's for these one-key probes), or N (`python-floor-N`, the records
-in the first: `python-floor-1` plans as Kafka's source, which leaves out partitions without records).
-Printed per system: the median of each `durationMs` phase over the micro-batches that held rows (the
-first left out), rows per batch, and the latency p50 / p99. The driver's pid is printed first, so
-that `py-spy record --subprocesses -p PID` can watch a run.
+figure of `bench.peers`). `staticmq-with-messages` is staticmq with queuePartitions=with-messages (a
+micro-batch plans only the logic queues with new messages). `python-floor` is the same query over
+`floor_source`, a Python data source that reads a local file of fixed-size records: the floor of
+pyspark's Python source machinery, with 2 partitions (one empty, as staticmq's for these one-key
+probes), or N (`python-floor-N`, the records in the first: `python-floor-1` plans as Kafka's source,
+which leaves out partitions without records). Printed per system: the median of each `durationMs`
+phase over the micro-batches that held rows (the first left out), rows per batch, and the latency
+p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p PID` can watch
+a run.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def senders(
 
     send = {
         "staticmq": lambda v: producer.send(TOPIC, v, key="user-1"),
+        "staticmq-with-messages": lambda v: producer.send(TOPIC, v, key="user-1"),
         "kafka": kafka_send,
     }
     for system in ("python-floor", *(f"python-floor-{n}" for n in range(1, 9))):
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds of probes per run and system")
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--systems", default="staticmq,kafka,python-floor,python-floor-1")
+    parser.add_argument("--systems", default="staticmq,staticmq-with-messages,kafka,python-floor,python-floor-1")
     args = parser.parse_args(argv)
     systems = args.systems.split(",")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
@@ -96,6 +99,8 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
             "staticmq": Endpoint("staticmq", "staticmq", {"namesrv": cluster.namesrv}),
             "kafka": Endpoint("kafka", "kafka", {"kafka.bootstrap.servers": kafka.bootstrap}),
         }
+        with_messages = {"namesrv": cluster.namesrv, "queuePartitions": "with-messages"}
+        ends["staticmq-with-messages"] = Endpoint("staticmq-with-messages", "staticmq", with_messages)
         for n in range(1, 9):  # python-floor-N: N partitions, the new records in the first
             floor = {"path": f"{tmp}/floor.queue", "partitions": str(n)}
             ends[f"python-floor-{n}"] = Endpoint(f"python-floor-{n}", "bench_floor", floor)

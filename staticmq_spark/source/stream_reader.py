@@ -207,6 +207,10 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         parts = with_retries("planning a micro-batch", plan, self._timeout_s)
         self._last_trigger = time.monotonic()
+        if self.opts.only_queues_with_messages:
+            # Each partition is a Python read task (a worker round trip, ~20-40 ms of a trigger on
+            # 2 cores) whether or not its queue has new messages; one is kept so Spark has a task.
+            return [p for p in parts if p.end > p.start] or parts[:1]
         return parts
 
     def read(self, partition: QueuePartition) -> Any:  # type: ignore[override]

@@ -95,3 +95,27 @@ def test_a_pickled_reader_carries_no_planned_snapshot(cluster: MemoryCluster) ->
     _send(cluster, 0)
     reader.latestOffset(start, ReadAllAvailable())
     assert reader.__getstate__()["_planned"] is None
+
+
+def _with_messages(c: MemoryCluster) -> StaticMQStreamReader:
+    opts = {"namesrv": f"memory://{c.name}", "topic": "orders", "startingOffsets": "earliest"}
+    return StaticMQStreamReader(parse_source_options({**opts, "queuePartitions": "with-messages"}, streaming=True))
+
+
+def test_queue_partitions_with_messages_plans_only_queues_that_have_new_ones(cluster: MemoryCluster) -> None:
+    reader = _with_messages(cluster)
+    start = reader.initialOffset()
+    cluster.send("orders", ["key-1"] * 3, [b"a", b"b", b"c"])  # one key: one logic queue
+    end = reader.latestOffset(start, ReadAllAvailable())
+    parts = reader.partitions(start, end)
+    assert len(parts) == 1 and parts[0].end - parts[0].start == 3
+    assert _rows(parts) == [b"a", b"b", b"c"]
+    default, _ = _reader(cluster)
+    assert len(default.partitions(start, end)) == 4, "the default plans every logic queue"
+
+
+def test_queue_partitions_with_messages_keeps_one_task_when_no_queue_has_any(cluster: MemoryCluster) -> None:
+    reader = _with_messages(cluster)
+    start = reader.initialOffset()
+    parts = reader.partitions(start, start)
+    assert len(parts) == 1 and _rows(parts) == []
