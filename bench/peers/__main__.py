@@ -27,7 +27,8 @@ Rows/s is rows / wall clock of the timed part; CPU-s/M rows is the CPU time of e
 tree (servers of that system, this driver, Spark's JVM and Python workers; the other system's
 servers excluded) per million rows. `--repeat N` runs every figure N times, the systems interleaved
 (A B A B ...), each round on fresh topics; the table shows each system's median and each ratio's
-median with its min-max, the ratios paired run by run; the JSON keeps every run (`runs`, `cpu_runs`).
+median with its min-max, the ratios paired run by run; the JSON keeps every run (`runs`, `cpu_runs`),
+and a bar chart of the ratios is drawn next to it (`bench/peers/chart.py`, matplotlib: `dev` extra).
 Exit 0 whatever the ratios.
 """
 
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import log, spark_session
-from bench.peers import clients, spark_figures
+from bench.peers import chart, clients, spark_figures
 from bench.peers.cpu import CpuMeter, descendants
 from bench.peers.kafka_server import KAFKA_VERSION, KafkaServer
 from bench.peers.report import Figures, summary, table
@@ -267,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary(figures.records), f, indent=1)
+        chart.draw(summary(figures.records), Path(args.json).with_suffix(".png"))
     return 0
 
 
