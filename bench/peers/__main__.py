@@ -94,7 +94,7 @@ def run_all(args: argparse.Namespace, tmp: str, figures: Figures) -> None:
             spark = spark_session("staticmq-bench-peers", conf)
             try:
                 warm_up(spark, tmp, ends)
-                for size in (100, 1024):
+                for size in args.sizes:
                     rows = clients.Rows(args.rows, size)
                     run_size(spark, rows, args.repeat, tmp, ends, meters, figures)
                 run_latency(spark, args, tmp, ends, figures)
@@ -250,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--latency-s", type=float, help="seconds of latency probes per system (default 30; 10 with --quick)"
     )
+    parser.add_argument(
+        "--sizes", default="100,1024", help="value sizes in bytes, comma-separated; empty: the latency figure only"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs of every figure, the systems interleaved (1)")
     parser.add_argument("--json", metavar="FILE", help="write every figure to FILE as a JSON list")
     args = parser.parse_args(argv)
@@ -257,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         clients.BATCH, (args.rows or (200_000 if args.quick else 1_000_000)) // clients.BATCH * clients.BATCH
     )
     args.latency_s = args.latency_s or (10.0 if args.quick else 30.0)
+    args.sizes = [int(v) for v in args.sizes.split(",") if v.strip()]
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     started = datetime.now(UTC)
     log(f"{args.rows:,} rows per figure; {platform.node()}, {os.cpu_count()} cores, {started:%Y-%m-%d %H:%M} UTC")
