@@ -1,6 +1,6 @@
 """staticmq vs Spark's Kafka connector on Apache Kafka, and on Apache RocketMQ, in one run (issue 18).
 
-    python -m bench.peers [--quick] [--json FILE]
+    python -m bench.peers [--quick] [--repeat N] [--rows N] [--json FILE]
 
 One process tree, one machine, the same rows for every system (string keys 'user-<i % 100000>',
 values of 100 B and 1 KiB), one figure after another:
@@ -9,6 +9,8 @@ values of 100 B and 1 KiB), one figure after another:
   `Consumer.consume(10000)`), into a topic of 2 logic queues / 2 partitions;
 - source: `readStream.format("staticmq"|"kafka")` from earliest over those topics into `noop`,
   availableNow, once with maxOffsetsPerTrigger = rows/4 (4 micro-batches) and once without a limit;
+  and a running query's steady state: maxOffsetsPerTrigger 100,000 (rows/4 below 400,000 rows), rows
+  over the summed triggerExecution of the micro-batches after the first (start-up left out, both sides);
 - sink: the same cached DataFrame (2 partitions) `df.write.format("staticmq"|"kafka")` into a fresh
   topic of 2 queues / partitions (staticmq keyed and exactly once; Kafka keyed, acks=all, idempotent, linger.ms=5,
   batch.size=1 MiB as for confluent-kafka: Spark's defaults, 16 KiB batches, run ~10x slower here);
@@ -23,7 +25,11 @@ commit), Kafka runs log.flush.interval.messages=1 (fsync after every append, bef
 RocketMQ runs flushDiskType=SYNC_FLUSH (fsync before the ack).
 Rows/s is rows / wall clock of the timed part; CPU-s/M rows is the CPU time of every process of the
 tree (servers of that system, this driver, Spark's JVM and Python workers; the other system's
-servers excluded) per million rows. Exit 0 whatever the ratios.
+servers excluded) per million rows. `--repeat N` runs every figure N times, the systems interleaved
+(A B A B ...), each round on fresh topics; the table shows each system's median and each ratio's
+median with its min-max, the ratios paired run by run; the JSON keeps every run (`runs`, `cpu_runs`),
+and a bar chart of the ratios is drawn next to it (`bench/peers/chart.py`, matplotlib: `dev` extra).
+Exit 0 whatever the ratios.
 """
 
 from __future__ import annotations
@@ -42,33 +48,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import log, spark_session
-from bench.peers import clients, spark_figures
+from bench.peers import chart, clients, spark_figures
 from bench.peers.cpu import CpuMeter, descendants
 from bench.peers.kafka_server import KAFKA_VERSION, KafkaServer
+from bench.peers.report import Figures, summary, table
 from bench.peers.spark_figures import Endpoint
 from bench.peers.spark_kafka import spark_kafka_jars
 from staticmq_spark.testing import LocalCluster
 from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocketMQ
 
 STATICMQ_VERSION = "0.1.0"
+VERSIONS = {"staticmq": STATICMQ_VERSION, "kafka": KAFKA_VERSION, "rocketmq": ROCKETMQ_VERSION}
 QUEUES = 2
-UNITS = {"latency_p50": "ms", "latency_p99": "ms"}
-
-
-class Figures:
-    """Every measured figure, as the JSON records and the table rows."""
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-
-    def add(self, figure: str, system: str, value: float, **extra: Any) -> None:
-        version = {"kafka": KAFKA_VERSION, "rocketmq": ROCKETMQ_VERSION}.get(system, STATICMQ_VERSION)
-        unit = UNITS.get(figure, "rows/s")
-        self.records.append({"figure": figure, "system": system, "value": round(value, 2), "unit": unit,
-                             "version": version, **extra})  # fmt: skip
-        shown = f"{value:,.1f} {unit}" if unit == "ms" else f"{value:,.0f} rows/s"
-        cpu = f", {extra['cpu_s_per_m_rows']:.1f} CPU-s/M rows" if "cpu_s_per_m_rows" in extra else ""
-        log(f"  {figure:<12} {system:<10} {extra.get('case', ''):<34} {shown}{cpu}")
+RUNNING_PER_TRIGGER = 100_000  # rows per micro-batch of the running-query figure (rows // 4 below 400,000)
 
 
 def timed(meter: CpuMeter, rows: int, run: Callable[[], object]) -> dict[str, float]:
@@ -102,9 +94,9 @@ def run_all(args: argparse.Namespace, tmp: str, figures: Figures) -> None:
             spark = spark_session("staticmq-bench-peers", conf)
             try:
                 warm_up(spark, tmp, ends)
-                for size in (100, 1024):
+                for size in args.sizes:
                     rows = clients.Rows(args.rows, size)
-                    run_size(spark, rows, tmp, ends, meters, figures)
+                    run_size(spark, rows, args.repeat, tmp, ends, meters, figures)
                 run_latency(spark, args, tmp, ends, figures)
             finally:
                 spark.stop()
@@ -150,51 +142,67 @@ def source_into(got: list[int], *args: Any) -> None:
     got.append(spark_figures.source_run(*args)[0])
 
 
-def run_size(spark: Any, rows: clients.Rows, tmp: str, ends: dict[str, Endpoint],
+def run_size(spark: Any, rows: clients.Rows, repeat: int, tmp: str, ends: dict[str, Endpoint],
              meters: dict[str, CpuMeter], figures: Figures) -> None:  # fmt: skip
+    """`repeat` rounds of every figure of one value size; in each round the systems run one after
+    the other (A B A B ...), each round on topics of its own."""
+    df = spark_figures.sink_frame(spark, rows.count, rows.size, QUEUES)
+    try:
+        for run in range(repeat):
+            one_round(spark, rows, run, tmp, ends, meters, figures, df)
+    finally:
+        df.unpersist()
+
+
+def one_round(spark: Any, rows: clients.Rows, run: int, tmp: str, ends: dict[str, Endpoint],
+              meters: dict[str, CpuMeter], figures: Figures, df: Any) -> None:  # fmt: skip
     n, size = rows.count, rows.size
     batches = rows.batches()
-    topic = f"peers-{size}"
+    topic = f"peers-{size}-{run}"
     brokers = ("staticmq", "kafka", "rocketmq")
     for system in brokers:
         make_topic(system, topic)
     case = {"value_bytes": size, "case": f"{size} B, flush per ack"}
     for system in brokers:
         r = timed(meters[system], n, partial(produce, system, topic, batches))
-        figures.add("produce", system, r.pop("rate"), **r, **case)
+        figures.add("produce", system, r.pop("rate"), run, **r, **case)
     case["case"] = f"{size} B"
     for system in brokers:
         if system == "kafka":
-            run = partial(clients.kafka_consume, topics["kafka"], topic, QUEUES, n)
+            go = partial(clients.kafka_consume, topics["kafka"], topic, QUEUES, n)
         else:
-            run = partial(clients.staticmq_consume, address(system), topic, n)
-        r = timed(meters[system], n, run)
-        figures.add("consume", system, r.pop("rate"), **r, **case)
+            go = partial(clients.staticmq_consume, address(system), topic, n)
+        r = timed(meters[system], n, go)
+        figures.add("consume", system, r.pop("rate"), run, **r, **case)
     for limit in (n // 4, None):
         mode = f"availableNow, maxOffsets {limit}" if limit else "availableNow, one batch"
         for system, end in ends.items():
-            ck = f"{tmp}/ck/source-{system}-{size}-{limit}"
+            ck = f"{tmp}/ck/source-{system}-{size}-{limit}-{run}"
             got: list[int] = []
-            run = partial(source_into, got, spark, end, topic, ck, limit)
-            r = timed(meters[system], n, run)
+            r = timed(meters[system], n, partial(source_into, got, spark, end, topic, ck, limit))
             if got != [n]:
                 raise RuntimeError(f"{system} source read {got} rows, expected {n:,}")
-            figures.add("source", system, r.pop("rate"), **r, value_bytes=size, case=f"{size} B, {mode}", mode=mode)
-    df = spark_figures.sink_frame(spark, n, size, QUEUES)
-    try:
-        for system, end in ends.items():
-            # on RocketMQ both guarantees: exactly once (the default, transactional) and at least once
-            deliveries = ("exactly-once", "at-least-once") if system == "staticmq-on-rocketmq" else ("exactly-once",)
-            for delivery in deliveries:
-                extra = {"deliveryGuarantee": delivery} if end.fmt == "staticmq" else {}
-                for attempt in ("warm-up", "timed"):
-                    sink_topic = f"peers-sink-{system}-{size}-{delivery}-{attempt}"
-                    make_topic(system, sink_topic)
-                    r = timed(meters[system], n, partial(spark_figures.sink_run, df, end, sink_topic, extra))
-                label = f"{size} B, keyed" + (", at-least-once" if delivery == "at-least-once" else "")
-                figures.add("sink", system, r.pop("rate"), **r, value_bytes=size, case=label)
-    finally:
-        df.unpersist()
+            figures.add(
+                "source", system, r.pop("rate"), run, **r, value_bytes=size, case=f"{size} B, {mode}", mode=mode
+            )
+    per_trigger = RUNNING_PER_TRIGGER if n >= 4 * RUNNING_PER_TRIGGER else n // 4
+    mode = f"running query, maxOffsets {per_trigger}"  # rows / time of micro-batches 2..N
+    for system, end in ends.items():
+        ck = f"{tmp}/ck/running-{system}-{size}-{run}"
+        got_rows, seconds, micro = spark_figures.running_run(spark, end, topic, ck, per_trigger)
+        figures.add("source", system, got_rows / seconds, run, value_bytes=size, case=f"{size} B, {mode}",
+                    mode=mode, batches=micro)  # fmt: skip
+    for system, end in ends.items():
+        # on RocketMQ both guarantees: exactly once (the default, transactional) and at least once
+        deliveries = ("exactly-once", "at-least-once") if system == "staticmq-on-rocketmq" else ("exactly-once",)
+        for delivery in deliveries:
+            extra = {"deliveryGuarantee": delivery} if end.fmt == "staticmq" else {}
+            for attempt in ("warm-up", "timed") if run == 0 else ("timed",):
+                sink_topic = f"peers-sink-{system}-{size}-{delivery}-{attempt}-{run}"
+                make_topic(system, sink_topic)
+                r = timed(meters[system], n, partial(spark_figures.sink_run, df, end, sink_topic, extra))
+            label = f"{size} B, keyed" + (", at-least-once" if delivery == "at-least-once" else "")
+            figures.add("sink", system, r.pop("rate"), run, **r, value_bytes=size, case=label)
 
 
 def run_latency(spark: Any, args: argparse.Namespace, tmp: str, ends: dict[str, Endpoint],
@@ -221,47 +229,18 @@ def run_latency(spark: Any, args: argparse.Namespace, tmp: str, ends: dict[str, 
         "kafka": kafka_send,
     }
     try:
-        for system, end in ends.items():
-            ck = f"{tmp}/ck/latency-{system}"
-            p50, p99, n = spark_figures.latency_run(
-                spark, end, "peers-latency", ck, senders[system], args.latency_s, 0.02
-            )
-            case = {"case": "100 B probe every 20 ms, 0 s trigger", "samples": n, "value_bytes": 100}
-            figures.add("latency_p50", system, p50, **case)
-            figures.add("latency_p99", system, p99, **case)
+        for run in range(args.repeat):
+            for system, end in ends.items():
+                ck = f"{tmp}/ck/latency-{system}-{run}"
+                p50, p99, n = spark_figures.latency_run(
+                    spark, end, "peers-latency", ck, senders[system], args.latency_s, 0.02
+                )
+                case = {"case": "100 B probe every 20 ms, 0 s trigger", "samples": n, "value_bytes": 100}
+                figures.add("latency_p50", system, p50, run, **case)
+                figures.add("latency_p99", system, p99, run, **case)
     finally:
         producer.close()
         rproducer.close()
-
-
-def table(records: list[dict[str, Any]]) -> str:
-    """One line per figure and case: staticmq, kafka (rocketmq columns when present), ratio staticmq/kafka."""
-    systems = [
-        s for s in ("staticmq", "staticmq-on-rocketmq", "kafka", "rocketmq") if any(r["system"] == s for r in records)
-    ]
-    keys: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-    for r in records:
-        keys.setdefault((r["figure"], r["case"]), {})[r["system"]] = r
-    head = f"{'figure':<12} {'case':<44}" + "".join(f"{s:>22}" for s in systems) + f"{'staticmq/kafka':>16}"
-    lines = [head, "-" * len(head)]
-    for (figure, case), by in keys.items():
-        cells = []
-        for s in systems:
-            cell = by.get(s)
-            if cell is None:
-                cells.append(f"{'':>22}")
-            elif cell["unit"] == "ms":
-                cells.append(f"{cell['value']:>19,.1f} ms")
-            else:
-                cells.append(f"{cell['value']:>9,.0f} /s {cell['cpu_s_per_m_rows']:>5.1f} cpu")
-        ratio = ""
-        if "staticmq" in by and "kafka" in by and by["kafka"]["value"]:
-            ratio = f"{by['staticmq']['value'] / by['kafka']['value']:.2f}x"
-        lines.append(f"{figure:<12} {case:<44}" + "".join(cells) + f"{ratio:>16}")
-    lines.append(
-        "rows/s and CPU-seconds per million rows (all processes of the system + client); latency: lower is better"
-    )
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,22 +250,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--latency-s", type=float, help="seconds of latency probes per system (default 30; 10 with --quick)"
     )
+    parser.add_argument(
+        "--sizes", default="100,1024", help="value sizes in bytes, comma-separated; empty: the latency figure only"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of every figure, the systems interleaved (1)")
     parser.add_argument("--json", metavar="FILE", help="write every figure to FILE as a JSON list")
     args = parser.parse_args(argv)
     args.rows = max(
         clients.BATCH, (args.rows or (200_000 if args.quick else 1_000_000)) // clients.BATCH * clients.BATCH
     )
     args.latency_s = args.latency_s or (10.0 if args.quick else 30.0)
+    args.sizes = [int(v) for v in args.sizes.split(",") if v.strip()]
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     started = datetime.now(UTC)
     log(f"{args.rows:,} rows per figure; {platform.node()}, {os.cpu_count()} cores, {started:%Y-%m-%d %H:%M} UTC")
-    figures = Figures()
+    log(f"{args.repeat} run(s) of every figure, the systems interleaved")
+    figures = Figures(VERSIONS)
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         run_all(args, tmp, figures)
     print(table(figures.records))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(figures.records, f, indent=1)
+            json.dump(summary(figures.records), f, indent=1)
+        chart.draw(summary(figures.records), Path(args.json).with_suffix(".png"))
     return 0
 
 

@@ -52,6 +52,25 @@ def source_run(
     return sum(p["numInputRows"] for p in query.recentProgress), elapsed
 
 
+def running_run(spark: SparkSession, end: Endpoint, topic: str, ck: str, per_trigger: int) -> tuple[int, float, int]:
+    """(rows, seconds, micro-batches) of a running query's steady state: one availableNow query of
+    `per_trigger` rows per micro-batch into noop; rows and summed triggerExecution of the micro-batches
+    after the first (the query's start-up, in the first, left out)."""
+    reader = spark.readStream.format(end.fmt)
+    for key, value in {**end.source_options(topic), "maxOffsetsPerTrigger": str(per_trigger)}.items():
+        reader = reader.option(key, value)
+    query = reader.load().writeStream.format("noop").trigger(availableNow=True).option("checkpointLocation", ck).start()
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"{end.system} source failed: {query.exception()}")
+    batches = sorted((p for p in query.recentProgress if p["numInputRows"]), key=lambda p: p["batchId"])
+    if len(batches) < 2:
+        raise RuntimeError(f"{end.system}: {len(batches)} micro-batch(es) of rows, expected at least 2")
+    steady = batches[1:]
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
+    return sum(p["numInputRows"] for p in steady), seconds, len(batches)
+
+
 def sink_frame(spark: SparkSession, rows: int, size: int, partitions: int) -> DataFrame:
     """`rows` cached rows: key 'user-<id % 100000>', value a string of `size` characters."""
     repeat = size // 64 + 1
@@ -85,9 +104,11 @@ def latency_run(
     send: Callable[[bytes], object],
     seconds: float,
     every_s: float,
+    progress: list[dict[str, Any]] | None = None,
 ) -> tuple[float, float, int]:
     """(p50 ms, p99 ms, samples): one message every `every_s` for `seconds`, its send time in the value;
-    arrival = when the driver holds the row of a 0-second-trigger micro-batch (foreachBatch + collect)."""
+    arrival = when the driver holds the row of a 0-second-trigger micro-batch (foreachBatch + collect).
+    `progress` receives the query's StreamingQueryProgress of every micro-batch (as dicts)."""
     arrivals: list[float] = []
     lock = threading.Lock()
 
@@ -112,6 +133,8 @@ def latency_run(
         deadline = time.monotonic() + 60
         while len(arrivals) < sent and time.monotonic() < deadline:
             time.sleep(0.05)
+        if progress is not None:
+            progress.extend(started.recentProgress)
     finally:
         started.stop()
     if len(arrivals) != sent:

@@ -23,6 +23,7 @@ from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.demo.backends import DemoCluster, open_demo_cluster
 from staticmq_spark.demo.checks import Check, LakeContents, OutputRows, check_refuses_unsigned, verify, verify_lake
 from staticmq_spark.demo.events import EventLog, page_views
+from staticmq_spark.demo.sparkline import landed_events, per_second, report_lines
 
 QUERIES = ("bronze", "silver_gold", "results")
 
@@ -95,7 +96,7 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
                 medallion.start_silver_gold_query(spark, lake),
                 medallion.start_results_query(spark, lake, cluster.namesrv, cluster.output_topic, secured),
             ]
-            log, remap_info, produce_s = _produce_while_remapping(cluster, settings, brokers, echo)
+            log, remap_info, produce_s, sent_at = _produce_while_remapping(cluster, settings, brokers, echo)
             started = time.monotonic()
             for query in queries:  # in pipeline order: each drains what the one before it wrote
                 query.processAllAvailable()
@@ -121,6 +122,7 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
         if settings.secure:
             report.checks.append(check_refuses_unsigned(cluster))
         report.facts = _facts(cluster, log, output, remap_info, produce_s, drain_s, progress)
+        report.facts.update(_per_second(sent_at, progress))
         report.facts["delta_tables"] = contents.summary()
     finally:
         cluster.close()
@@ -129,8 +131,10 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
 
 def _produce_while_remapping(
     cluster: DemoCluster, settings: DemoSettings, brokers: list[str], echo: Any
-) -> tuple[EventLog, dict[str, Any], float]:
+) -> tuple[EventLog, dict[str, Any], float, list[tuple[float, int]]]:
+    """The page views sent, the remap's outcome, the seconds it took, and (time, rows) of each send."""
     log = EventLog()
+    sent_at: list[tuple[float, int]] = []
     rng = random.Random(settings.seed)
     remap_info: dict[str, Any] = {}
     remap_at = int(settings.events * 0.4)
@@ -145,6 +149,7 @@ def _produce_while_remapping(
             n = min(chunk, settings.events - first)
             keys, bodies = page_views(n, settings.users, rng, int(time.time() * 1000))
             producer.send_batch(cluster.input_topic, bodies, keys=keys)
+            sent_at.append((time.time(), n))
             log.record(keys)
             bar.update(n)
             if remapper is None and log.sent >= remap_at:
@@ -158,7 +163,17 @@ def _produce_while_remapping(
         remapper.join(120)
     if "moved" in remap_info:
         echo(f"remapped {cluster.input_topic!r} while streaming: {remap_info['moved']}")
-    return log, remap_info, elapsed
+    return log, remap_info, elapsed, sent_at
+
+
+def _per_second(sent_at: list[tuple[float, int]], progress: Sequence[Any]) -> dict[str, Any]:
+    """Rows produced and rows landed in bronze per second, from the first send to the last landing."""
+    landed = landed_events(progress)
+    if not sent_at:
+        return {}
+    start = sent_at[0][0]
+    seconds = int(max(t for t, _ in [*sent_at, *landed]) - start) + 1
+    return {"produced_per_s": per_second(sent_at, start, seconds), "landed_per_s": per_second(landed, start, seconds)}
 
 
 def _remap(cluster: DemoCluster, brokers: list[str], info: dict[str, Any]) -> None:
@@ -223,6 +238,9 @@ def print_report(report: DemoReport, echo: Any = print) -> None:
         f"streaming peak {f.get('stream_rows_per_s_peak', 0):,} rows/s; "
         f"caught up {f.get('stream_catch_up_s', 0)} s after the last event"
     )
+    if f.get("produced_per_s"):
+        for line in report_lines(f["produced_per_s"], f.get("landed_per_s", [])):
+            echo(f"              {line}")
     echo("input logic queues (min .. max logic offset, leader):")
     for q, info in f.get("input_queues", {}).items():
         echo(f"  queue {q}: {info['min']:>7} .. {info['max']:<7} on {info['leader']}")

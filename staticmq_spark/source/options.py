@@ -78,6 +78,12 @@ SOURCE_OPTIONS = OptionTable(
             "with startingOffsets=group: where a logic queue without a committed offset starts",
             choices=("earliest", "latest", "fail"),
         ),
+        Option(
+            "queuePartitions",
+            "choice",
+            "streaming: 'all' (a partition per logic queue every micro-batch) or 'with-messages' (those with new ones)",
+            choices=("all", "with-messages"),
+        ),
         Option("pullBatchSize", "positive", "messages per pull request (executors)", default="10000"),
         Option("retryTimeoutMs", "positive", "how long reads retry an unavailable broker", default="120000"),
         *SECURITY_OPTIONS,
@@ -125,6 +131,7 @@ class SourceOptions:
     include_properties: bool = True
     group: str = ""
     pull_batch_size: int = 10_000
+    only_queues_with_messages: bool = False  # queuePartitions=with-messages (micro-batches)
     retry_timeout_ms: int = 120_000
     security: ClientSecurity = PLAIN
     pattern: str = ""  # topicPattern: a regular expression every topic name must fully match
@@ -172,6 +179,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         include_properties=opts.flag("includeProperties"),
         group=_group(opts),
         pull_batch_size=opts.positive("pullBatchSize") or 10_000,
+        only_queues_with_messages=opts.choice("queuePartitions") == "with-messages",
         retry_timeout_ms=opts.positive("retryTimeoutMs") or 120_000,
         security=client_security(opts),
         tags=_tags(opts),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import (
@@ -40,8 +42,10 @@ def spark_schema(include_properties: bool) -> StructType:
     return StructType(fields)
 
 
+@cache
 def arrow_schema(include_properties: bool) -> pa.Schema:
-    """What Spark expects back from read(): pyspark's own Arrow form of spark_schema."""
+    """What Spark expects back from read(): pyspark's own Arrow form of spark_schema (built once
+    per process: every read task asks for it)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(spark_schema(include_properties), timezone="UTC")
@@ -53,8 +57,13 @@ def constant_strings(value: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
 def _timestamps(ms: np.ndarray) -> pa.Array:
-    return pa.array(ms.astype(np.int64) * 1000, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    """Milliseconds as Spark's timestamps (microseconds, UTC), built on the buffer (no cast kernel)."""
+    us = ms.astype(np.int64) * 1000
+    return pa.Array.from_buffers(TIMESTAMP, len(us), [None, pa.py_buffer(us)])
 
 
 def to_spark_batch(

@@ -29,7 +29,6 @@ from staticmq_spark.backends.retry import with_retries
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.source import offsets as offset_json
 from staticmq_spark.source.admission import advance, count_rows, share_budget
-from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.idle import IdleBackoff
 from staticmq_spark.source.offsets import Offsets
 from staticmq_spark.source.options import SourceOptions
@@ -52,10 +51,15 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lag: Offsets = {}
         self._last_trigger = time.monotonic()
         self._idle = IdleBackoff()
+        # The end latestOffset last returned and the snapshots it was planned from: partitions()
+        # for that end (Spark's next call of this trigger) plans from them instead of asking every
+        # broker again. Any other end, e.g. the replayed batch of a restart, takes new snapshots.
+        self._planned: tuple[dict[str, Any], Snapshots] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_access"] = None
+        state["_planned"] = None
         return state
 
     # ------------------------------------------------------------------ clients
@@ -124,7 +128,9 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         self._idle.after_poll(found_data=True)
         initial = self._initial if begin == self._initial else None
-        return offset_json.to_json(end, initial=initial)
+        answer = offset_json.to_json(end, initial=initial)
+        self._planned = (answer, snaps)
+        return answer
 
     def _behind(self, snaps: Snapshots, consumed: Offsets) -> Offsets:
         """Messages between each queue's planned end and its latest offset (remap jumps hold none)."""
@@ -180,10 +186,18 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ planning and reading
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueuePartition]:
+        planned, self._planned = self._planned, None
+        topics = offset_json.topics_of(end)
+        if planned is not None and planned[0] == end and all(t in planned[1] for t in topics):
+            known: Snapshots | None = {t: planned[1][t] for t in topics}
+        else:
+            known = None
+
         def plan() -> list[QueuePartition]:
-            topics = offset_json.topics_of(end)
+            nonlocal known
             access = self._cluster()
-            snaps = {t: take_snapshot(access, t) for t in topics}
+            snaps = known if known is not None else {t: take_snapshot(access, t) for t in topics}
+            known = None  # a retry after a failure takes new snapshots
             begin = self._begin(snaps, start, carried=offset_json.initial_of(end, topics))
             parts: list[QueuePartition] = []
             for topic in topics:
@@ -193,9 +207,15 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         parts = with_retries("planning a micro-batch", plan, self._timeout_s)
         self._last_trigger = time.monotonic()
+        if self.opts.only_queues_with_messages:
+            # Each partition is a Python read task (a worker round trip, ~20-40 ms of a trigger on
+            # 2 cores) whether or not its queue has new messages; one is kept so Spark has a task.
+            return [p for p in parts if p.end > p.start] or parts[:1]
         return parts
 
     def read(self, partition: QueuePartition) -> Any:  # type: ignore[override]
+        from staticmq_spark.source.executor import read_partition  # executors only: not in the planning process
+
         return read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -56,6 +56,9 @@ def test_demo_runs_end_to_end_and_every_check_passes(tmp_path: Path) -> None:
     assert (kept / "lake" / "gold" / "_delta_log").is_dir(), "--keep leaves the Delta tables"
     assert (kept / "cluster").is_dir(), "--keep leaves the cluster data"
     assert report["facts"]["remap"], "the demo remaps the input topic while the query runs"
+    assert sum(report["facts"]["produced_per_s"]) == 6000, "every page view in the second it was sent"
+    assert 0 < sum(report["facts"]["landed_per_s"]) <= 6000
+    assert "  produced |" in out.stdout and "  landed   |" in out.stdout
 
 
 def test_demo_refuses_bad_sizes_with_a_clear_message() -> None:

@@ -68,6 +68,32 @@ def test_each_logic_queue_is_one_spark_partition_with_the_same_index_every_batch
     assert all(r["queueId"] == r["partition"] for r in rows)
 
 
+def test_queue_partitions_with_messages_reads_every_message_once_with_idle_queues(spark, cluster) -> None:
+    topic = new_topic(cluster.namesrv, 6)
+    sent = produce(cluster.namesrv, topic, 300, keys=2)  # keys k0 and k1: both in logic queue 4 of 6
+    assert set(sent) == {4}
+    df = source(
+        spark,
+        cluster.namesrv,
+        topic,
+        startingOffsets="earliest",
+        maxMessagesPerTrigger="40",
+        queuePartitions="with-messages",
+    )
+    q = (
+        df.select("queueId", "queueOffset", "value", spark_partition_id().alias("partition"))
+        .writeStream.format("memory")
+        .queryName("with_messages")
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    rows = spark.table("with_messages").collect()
+    assert by_queue(rows) == sent and len(rows) == 300
+    assert len(q.recentProgress) >= 5
+    assert {r["partition"] for r in rows} == {0}, "only the queue with messages became a partition"
+
+
 def test_staticmq_format_works_in_a_fresh_session_without_registration(cluster) -> None:
     topic = new_topic(cluster.namesrv, 2)
     produce(cluster.namesrv, topic, 50)

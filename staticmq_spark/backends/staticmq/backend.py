@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import EXACTLY_ONCE, ProducerSettings, TaskWrite
 from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
-from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusiveConsumer
-from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopConsumer
-from staticmq_spark.backends.staticmq.producer import StaticMQProducer
 from staticmq_spark.backends.staticmq.pull_consumer import StaticMQPullConsumer
 from staticmq_spark.backends.staticmq.reader import StaticMQReader
-from staticmq_spark.backends.staticmq.staging import SinkClients, Stager
-from staticmq_spark.backends.staticmq.two_phase import StagedTask, commit_batch
 from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, WriteSettings
+
+# The sink, producer and consumers are imported where they are first used: a source's planning
+# process (pyspark's per-query runner) and its read tasks need only the reader, and every module
+# less is CPU less at each query's start.
+if TYPE_CHECKING:
+    from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusiveConsumer
+    from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopConsumer
+    from staticmq_spark.backends.staticmq.producer import StaticMQProducer
+    from staticmq_spark.backends.staticmq.staging import SinkClients
 
 
 class StaticMQSink:
@@ -36,6 +40,8 @@ class StaticMQSink:
         self._lock = threading.Lock()
 
     def clients(self, active_detection: bool) -> SinkClients:
+        from staticmq_spark.backends.staticmq.staging import SinkClients
+
         with self._lock:
             found = self._clients.get(active_detection)
             if found is None:
@@ -47,6 +53,9 @@ class StaticMQSink:
     def write_task(
         self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
     ) -> TaskWrite:
+        from staticmq_spark.backends.staticmq.staging import Stager
+        from staticmq_spark.backends.staticmq.two_phase import StagedTask
+
         stager = Stager(self.clients(settings.active_detection), settings, writer, batch)
         for rb in batches:
             stager.stage_arrow(rb)
@@ -54,6 +63,8 @@ class StaticMQSink:
         return TaskWrite(writer, batch, partition, stager.rows, StagedTask(stager.staging_id, stager.staged()))
 
     def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
+        from staticmq_spark.backends.staticmq.two_phase import commit_batch
+
         return commit_batch(self.clients(settings.active_detection).channels, settings, writer, batch, tasks)
 
     def aborted(self) -> str:
@@ -102,6 +113,8 @@ class StaticMQBackend:
         )
 
     def producer(self, settings: ProducerSettings) -> StaticMQProducer:
+        from staticmq_spark.backends.staticmq.producer import StaticMQProducer
+
         return StaticMQProducer(
             str(self.address),
             order=settings.order,
@@ -125,6 +138,8 @@ class StaticMQBackend:
         )
 
     def pop_consumer(self, group: str, topic: str, **options: Any) -> StaticMQPopConsumer:
+        from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopConsumer
+
         return StaticMQPopConsumer(
             str(self.address),
             group,
@@ -135,6 +150,8 @@ class StaticMQBackend:
         )
 
     def exclusive_consumer(self, group: str, topic: str, **options: Any) -> StaticMQExclusiveConsumer:
+        from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusiveConsumer
+
         return StaticMQExclusiveConsumer(
             str(self.address),
             group,

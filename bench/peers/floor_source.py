@@ -1,0 +1,88 @@
+"""The floor of any Python streaming data source in pyspark: a queue that is a file of fixed-size records.
+
+`format("bench_floor").option("path", FILE)` reads FILE as records of RECORD bytes: latestOffset is the
+file's size over RECORD (one `stat`), read() is one `pread` and one Arrow array. Partitions: the new
+range in the first and an empty second one (option `partitions` "2", the default: what staticmq plans
+for probes that all go to one of its 2 logic queues), or the range alone ("1": what Kafka's source
+plans, which leaves out partitions without new records). No network, no broker, no planning: what a
+trigger costs with it is what pyspark's Python data source machinery costs (the driver-side runner's
+calls, a Python worker per read task, the Arrow hand-off), the part no Python source can go below.
+`append(FILE, value)` is its producer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+RECORD = 100
+
+
+def append(path: str, value: bytes) -> None:
+    """One record (padded or cut to RECORD bytes), appended in one write."""
+    with open(path, "ab") as f:
+        f.write(value[:RECORD].ljust(RECORD, b" "))
+
+
+class FloorSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "bench_floor"
+
+    def schema(self) -> StructType:
+        return StructType([StructField("value", BinaryType(), True)])
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return FloorReader(self.options["path"], int(self.options.get("partitions", "2")))
+
+
+class Range(InputPartition):
+    def __init__(self, start: int, end: int) -> None:
+        super().__init__((start, end))
+        self.start, self.end = start, end
+
+
+class FloorReader(DataSourceStreamReader):
+    def __init__(self, path: str, partitions: int) -> None:
+        self.path = path
+        self.count = partitions
+
+    def _records(self) -> int:
+        try:
+            return os.stat(self.path).st_size // RECORD
+        except FileNotFoundError:
+            return 0
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"n": self._records()}  # like startingOffsets=latest
+
+    def latestOffset(self) -> dict[str, Any]:
+        return {"n": self._records()}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        lo, hi = start["n"], end["n"]
+        return [Range(lo, hi)] + [Range(hi, hi) for _ in range(self.count - 1)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, Range)
+        n = partition.end - partition.start
+        if n <= 0:
+            return
+        with open(self.path, "rb") as f:
+            raw = os.pread(f.fileno(), n * RECORD, partition.start * RECORD)
+        values = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(_offsets(n)), pa.py_buffer(raw)])
+        yield pa.RecordBatch.from_arrays([values], names=["value"])
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass
+
+
+def _offsets(n: int) -> bytes:
+    import numpy as np
+
+    return (np.arange(n + 1, dtype=np.int32) * RECORD).tobytes()

@@ -1,0 +1,142 @@
+"""Where a trigger's time goes, staticmq vs Spark's Kafka source: the phases of StreamingQueryProgress.
+
+    python -m bench.peers.trigger_phases [--seconds 20] [--repeat 2] [--systems staticmq,kafka,python-floor]
+
+One broker_stub broker (flush=sync) and one Kafka node (fsync per append), topics of 2 logic queues /
+partitions, one local[2] session. Per run and system (interleaved, A B A B ...): a 100-byte probe every
+20 ms into a 0-second-trigger query whose foreachBatch collects the rows on the driver (the latency
+figure of `bench.peers`). `staticmq-with-messages` is staticmq with queuePartitions=with-messages (a
+micro-batch plans only the logic queues with new messages). `python-floor` is the same query over
+`floor_source`, a Python data source that reads a local file of fixed-size records: the floor of
+pyspark's Python source machinery, with 2 partitions (one empty, as staticmq's for these one-key
+probes), or N (`python-floor-N`, the records in the first: `python-floor-1` plans as Kafka's source,
+which leaves out partitions without records). Printed per system: the median of each `durationMs`
+phase over the micro-batches that held rows (the first left out), rows per batch, and the latency
+p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p PID` can watch
+a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.harness import log, spark_session
+from bench.peers import clients, floor_source
+from bench.peers.kafka_server import KafkaServer
+from bench.peers.spark_figures import Endpoint, latency_run
+from bench.peers.spark_kafka import spark_kafka_jars
+from staticmq_spark.testing import LocalCluster
+
+PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+TOPIC = "phases"
+
+
+def phase_medians(progress: list[dict[str, Any]]) -> dict[str, float]:
+    """Median ms of each phase over the micro-batches with rows after the first one."""
+    batches = sorted((p for p in progress if p["numInputRows"]), key=lambda p: p["batchId"])[1:]
+    if not batches:
+        return {}
+    out = {ph: statistics.median(p["durationMs"].get(ph, 0) for p in batches) for ph in PHASES}
+    out["rows"] = statistics.median(p["numInputRows"] for p in batches)
+    out["batches"] = len(batches)
+    return out
+
+
+def senders(
+    namesrv: str, bootstrap: str, floor_path: str
+) -> tuple[dict[str, Callable[[bytes], object]], Callable[[], None]]:
+    from confluent_kafka import Producer as KafkaProducer
+
+    from staticmq_spark.client import Producer
+
+    producer = Producer(namesrv, active_detection=False)
+    kproducer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                               "linger.ms": 0})  # fmt: skip
+
+    def kafka_send(value: bytes) -> None:
+        kproducer.produce(TOPIC, value, "user-1")
+        kproducer.flush(10)
+
+    send = {
+        "staticmq": lambda v: producer.send(TOPIC, v, key="user-1"),
+        "staticmq-with-messages": lambda v: producer.send(TOPIC, v, key="user-1"),
+        "kafka": kafka_send,
+    }
+    for system in ("python-floor", *(f"python-floor-{n}" for n in range(1, 9))):
+        send[system] = lambda v: floor_source.append(floor_path, v)
+    return send, producer.close
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0, help="seconds of probes per run and system")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--systems", default="staticmq,staticmq-with-messages,kafka,python-floor,python-floor-1")
+    args = parser.parse_args(argv)
+    systems = args.systems.split(",")
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    log(f"driver pid {os.getpid()}")
+    with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
+        results = measure(args, systems, tmp)
+    print(report(results))
+    return 0
+
+
+def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str, list[dict[str, float]]]:
+    results: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
+    cluster = LocalCluster(brokers=1, data_dir=f"{tmp}/staticmq", flush="sync")
+    with cluster, KafkaServer(f"{tmp}/kafka", flush_messages=1) as kafka:
+        clients.staticmq_topic(cluster.namesrv, TOPIC, 2)
+        clients.kafka_topic(kafka.bootstrap, TOPIC, 2)
+        ends = {
+            "staticmq": Endpoint("staticmq", "staticmq", {"namesrv": cluster.namesrv}),
+            "kafka": Endpoint("kafka", "kafka", {"kafka.bootstrap.servers": kafka.bootstrap}),
+        }
+        with_messages = {"namesrv": cluster.namesrv, "queuePartitions": "with-messages"}
+        ends["staticmq-with-messages"] = Endpoint("staticmq-with-messages", "staticmq", with_messages)
+        for n in range(1, 9):  # python-floor-N: N partitions, the new records in the first
+            floor = {"path": f"{tmp}/floor.queue", "partitions": str(n)}
+            ends[f"python-floor-{n}"] = Endpoint(f"python-floor-{n}", "bench_floor", floor)
+        ends["python-floor"] = ends["python-floor-2"]
+        conf = {"spark.jars": ",".join(str(j) for j in spark_kafka_jars()), "spark.driver.memory": "1g"}
+        conf["spark.sql.streaming.numRecentProgressUpdates"] = "10000"
+        spark = spark_session("staticmq-bench-phases", conf)
+        send, close = senders(cluster.namesrv, kafka.bootstrap, f"{tmp}/floor.queue")
+        spark.dataSource.register(floor_source.FloorSource)
+        try:
+            for run in range(args.repeat + 1):  # run 0 warms both systems up
+                for system in systems:
+                    progress: list[dict[str, Any]] = []
+                    log(f"run {run} {system} from {time.strftime('%H:%M:%S')}")
+                    p50, p99, _ = latency_run(
+                        spark, ends[system], TOPIC, f"{tmp}/ck/{system}-{run}", send[system], args.seconds, 0.02,
+                        progress,
+                    )  # fmt: skip
+                    if run:
+                        results[system].append({**phase_medians(progress), "p50": p50, "p99": p99})
+                        log(f"  {system}: {results[system][-1]}")
+        finally:
+            close()
+            spark.stop()
+    return results
+
+
+def report(results: dict[str, list[dict[str, float]]]) -> str:
+    """One line per phase, one column per system: each run's median, separated by '/'."""
+    systems = list(results)
+    lines = [f"{'phase (ms, median per run)':<28}" + "".join(f"{s:>28}" for s in systems)]
+    for key in (*PHASES, "rows", "batches", "p50", "p99"):
+        cells = [" / ".join(f"{r.get(key, 0):.0f}" for r in results[s]) for s in systems]
+        lines.append(f"{key:<28}" + "".join(f"{c:>28}" for c in cells))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
