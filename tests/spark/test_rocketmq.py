@@ -141,28 +141,35 @@ def test_sink_writes_keyed_rows_to_their_murmur3_queue_with_a_row_id(
     assert len(set(ids)) == 500
 
 
-def test_sink_is_at_least_once_and_the_row_id_removes_duplicates_after_a_driver_kill(
-    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
-) -> None:
-    c = rocketmq_cluster
+def _pipe_killing_the_driver(c: LocalRocketMQ, tmp_path: Path, *flags: str) -> tuple[str, dict[int, list[bytes]]]:
+    """pipe_topics.py from a fresh 3-queue topic into a fresh 4-queue one: killed with kill -9
+    while a micro-batch is written (planned in the offset log, not committed) after three
+    committed ones, then finished with AvailableNow. (output topic, what was sent per queue)"""
     src, dst = rmq_topic(c, 3), rmq_topic(c, 4)
     sent = produce(c.address, src, 3000)
     ck = tmp_path / "ck"
 
     def pipe(mode: str) -> list[str]:
-        return [sys.executable, str(SCRIPTS / "pipe_topics.py"), c.address, src, dst, str(ck), mode, "--at-least-once"]
+        return [sys.executable, str(SCRIPTS / "pipe_topics.py"), c.address, src, dst, str(ck), mode, *flags]
 
     log = (tmp_path / "driver.log").open("wb")
     driver = subprocess.Popen(pipe("run"), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: committed_batches(ck) >= 3, 180, "three committed batches")
-        # the kill lands while a batch is written: planned in the offset log, not committed
+        wait_until(lambda: committed_batches(ck) >= 3, 240, "three committed batches")
         wait_until(lambda: uncommitted_batches(ck), 60, "a batch under way after the third commit")
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(30)
-    done = subprocess.run(pipe("finish"), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(pipe("finish"), capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
+    return dst, sent
+
+
+def test_sink_is_at_least_once_and_the_row_id_removes_duplicates_after_a_driver_kill(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    c = rocketmq_cluster
+    dst, sent = _pipe_killing_the_driver(c, tmp_path, "--at-least-once")
     df = spark.read.format("staticmq").option("namesrv", c.address).option("topic", dst).load()
     rows = df.collect()
     want = Counter(b for bodies in sent.values() for b in bodies)
@@ -177,24 +184,7 @@ def test_sink_is_exactly_once_on_rocketmq_through_a_driver_kill_and_failing_task
     spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
 ) -> None:
     c = rocketmq_cluster
-    src, dst = rmq_topic(c, 3), rmq_topic(c, 4)
-    sent = produce(c.address, src, 3000)
-    ck = tmp_path / "ck"
-
-    def pipe(mode: str) -> list[str]:
-        script = str(SCRIPTS / "pipe_topics.py")
-        return [sys.executable, script, c.address, src, dst, str(ck), mode, "--fail-first-attempts"]
-
-    log = (tmp_path / "driver.log").open("wb")
-    driver = subprocess.Popen(pipe("run"), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until(lambda: committed_batches(ck) >= 3, 240, "three committed batches")
-        wait_until(lambda: uncommitted_batches(ck), 60, "a batch under way after the third commit")
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(30)
-    done = subprocess.run(pipe("finish"), capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
+    dst, sent = _pipe_killing_the_driver(c, tmp_path, "--fail-first-attempts")
     rows = read_topic(spark, c.address, dst)
     want = Counter(b for bodies in sent.values() for b in bodies)
     assert Counter(bytes(r["value"]) for r in rows) == want, "every row exactly once, no dedup needed"

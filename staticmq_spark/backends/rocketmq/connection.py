@@ -83,24 +83,10 @@ class Connection(Closeable):
         self, requests: list[tuple[int, dict[str, object], bytes]]
     ) -> list[tuple[int, Future[RemotingCommand]]]:
         """Many requests in one write (pipelined): (opaque, future) for each, in order."""
-        sent: list[tuple[int, Future[RemotingCommand]]] = []
-        frames = []
-        with self._pending_lock:
-            if self._closed is not None:
-                raise BrokerUnavailableError(f"connection to RocketMQ at {self.addr} is closed: {self._closed}")
-            for code, ext, body in requests:
-                opaque = next(_OPAQUES) & 0x7FFFFFFF
-                future: Future[RemotingCommand] = Future()
-                self._pending[opaque] = future
-                sent.append((opaque, future))
-                frames.append(encode_request(code, opaque, ext, body))
-        try:
-            with self._write_lock:
-                self._sock.sendall(b"".join(frames))
-        except OSError as exc:
-            self._fail(f"write failed: {exc}")
-            raise BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
-        return sent
+        opaques = reserve_opaques(len(requests))
+        pairs = zip(requests, opaques.tolist(), strict=True)
+        frames = b"".join(encode_request(code, opaque, ext, body) for (code, ext, body), opaque in pairs)
+        return self.submit_encoded(frames, opaques)
 
     def submit_encoded(
         self, frames: bytes, opaques: npt.NDArray[np.int64]
