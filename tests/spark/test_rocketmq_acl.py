@@ -16,11 +16,12 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.errors import AccessDeniedError, TlsError
+from staticmq_spark.errors import AccessDeniedError, StaticMQError, TlsError
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 from staticmq_spark.tls_files import TlsFiles, write_tls_files
 from tests.support.cli import staticmq
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 KEYS = ("staticmq-admin", "s3cret-key-123")
@@ -36,9 +37,17 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory, tls: TlsFiles) -> Iter
     cluster = LocalRocketMQ(tmp_path_factory.mktemp("rocketmq-acl"), brokers=1, acl=KEYS, tls=tls)
     try:
         cluster.start()
-        with Admin(cluster.address, credentials=Credentials(*KEYS), tls_ca=str(tls.ca)) as admin:
+        keys, ca = Credentials(*KEYS), str(tls.ca)
+        with Admin(cluster.address, credentials=keys, tls_ca=ca) as admin:
             admin.update_static_topic("guarded", 2, cluster="DefaultCluster")
             admin.update_static_topic("guarded-out", 2, cluster="DefaultCluster")
+        with PullConsumer(cluster.address, credentials=keys, tls_ca=ca) as consumer:  # routes registered
+            wait_until(
+                lambda: all(consumer.max_offset(t, 1) >= 0 for t in ("guarded", "guarded-out")),
+                60,
+                message="both topics' routes at the name server",
+                ignore=(StaticMQError,),
+            )
         yield cluster
     finally:
         cluster.close()
