@@ -62,8 +62,13 @@ def test_the_cli_signs_with_keys_from_the_environment(acl_cluster: LocalRocketMQ
     assert wrong.returncode != 0 and "check signature failed" in wrong.stdout + wrong.stderr
     sent = staticmq("send", "-n", ns, "--tls-ca", ca, "-t", "guarded", "--key", "k", "signed", env=env)
     assert sent.returncode == 0, sent.stdout + sent.stderr
-    pulled = staticmq("pull", "-n", ns, "--tls-ca", ca, "-t", "guarded", "--from", "earliest", env=env)
-    assert "signed" in [json.loads(line)["body"] for line in pulled.stdout.splitlines()]
+
+    def pulled() -> list[str]:  # the broker indexes a stored message asynchronously (its reput)
+        out = staticmq("pull", "-n", ns, "--tls-ca", ca, "-t", "guarded", "--from", "earliest", env=env)
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line)["body"] for line in out.stdout.splitlines()]
+
+    wait_until(lambda: "signed" in pulled(), 30, message="the signed message read back over TLS", interval_s=1)
 
 
 def test_the_python_client_takes_credentials_and_a_ca(acl_cluster: LocalRocketMQ, tls: TlsFiles) -> None:
