@@ -7,6 +7,7 @@ import logging
 import socket
 import ssl
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -65,38 +66,26 @@ class Connection(Closeable):
     def submit(self, code: int, ext: dict[str, object], body: bytes = b"") -> tuple[int, Future[RemotingCommand]]:
         """Send a request without waiting: (opaque, future of the answer); see `wait`."""
         opaque = next(_OPAQUES) & 0x7FFFFFFF
-        future: Future[RemotingCommand] = Future()
-        with self._pending_lock:
-            if self._closed is not None:
-                raise BrokerUnavailableError(f"connection to RocketMQ at {self.addr} is closed: {self._closed}")
-            self._pending[opaque] = future
-        frame = encode_request(code, opaque, ext, body)
-        try:
-            with self._write_lock:
-                self._sock.sendall(frame)
-        except OSError as exc:
-            self._fail(f"write failed: {exc}")
-            raise BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
-        return opaque, future
+        return self.submit_encoded(encode_request(code, opaque, ext, body), [opaque])[0]
 
     def submit_many(
         self, requests: list[tuple[int, dict[str, object], bytes]]
     ) -> list[tuple[int, Future[RemotingCommand]]]:
         """Many requests in one write (pipelined): (opaque, future) for each, in order."""
         opaques = reserve_opaques(len(requests))
-        pairs = zip(requests, opaques.tolist(), strict=True)
+        ids = opaques.tolist()
+        pairs = zip(requests, ids, strict=True)
         frames = b"".join(encode_request(code, opaque, ext, body) for (code, ext, body), opaque in pairs)
-        return self.submit_encoded(frames, opaques)
+        return self.submit_encoded(frames, ids)
 
-    def submit_encoded(
-        self, frames: bytes, opaques: npt.NDArray[np.int64]
-    ) -> list[tuple[int, Future[RemotingCommand]]]:
-        """Frames encoded already (frame_columns), with their request ids, in one write."""
+    def submit_encoded(self, frames: bytes, opaques: Sequence[int]) -> list[tuple[int, Future[RemotingCommand]]]:
+        """Frames encoded already (one or many, e.g. frame_columns'), with their request ids, in one
+        write: the one place a request is registered and written."""
         sent: list[tuple[int, Future[RemotingCommand]]] = []
         with self._pending_lock:
             if self._closed is not None:
                 raise BrokerUnavailableError(f"connection to RocketMQ at {self.addr} is closed: {self._closed}")
-            for opaque in opaques.tolist():
+            for opaque in opaques:
                 future: Future[RemotingCommand] = Future()
                 self._pending[opaque] = future
                 sent.append((opaque, future))

@@ -103,7 +103,7 @@ def _pipelined(client: RemotingClient, addr: str, code: int, requests: RowReques
         frames = encode_frames(code, opaques, requests.fixed, requests.varying, requests.bodies)
 
         def submit(lo: int, hi: int) -> list[tuple[int, Future[RemotingCommand]]]:
-            return conn.submit_encoded(frames.frames(lo, hi), opaques[lo:hi])
+            return conn.submit_encoded(frames.frames(lo, hi), opaques[lo:hi].tolist())
 
     else:
         exts = requests.row_ext()
