@@ -249,13 +249,16 @@ class RocketMQTransactionalSink:
                 "written; its half messages were rolled back and nothing of it is visible. Restart the query: "
                 "Spark replays the micro-batch onto the new leaders"
             )
-        tails = self._tails(settings.topic, runs)
+        masters = self.client.route(settings.topic).masters  # one route for the tails and the commits
+        tails = self._tails(settings.topic, runs, masters)
         decision = Decision(settings.topic, writer, batch, runs, tails)
         decisions.record(decision)
-        return self._complete(settings.topic, decision, fresh=True)
+        return self._complete(settings.topic, decision, fresh=True, masters=masters)
 
-    def _tails(self, topic: str, runs: Sequence[HalfRun]) -> dict[tuple[str, int], int]:
-        masters = self.client.route(topic).masters
+    def _tails(
+        self, topic: str, runs: Sequence[HalfRun], masters: dict[str, str] | None = None
+    ) -> dict[tuple[str, int], int]:
+        masters = masters if masters is not None else self.client.route(topic).masters
         wanted: dict[str, set[int]] = {}
         for r in runs:
             wanted.setdefault(r.bname, set()).add(r.queue)
@@ -265,9 +268,9 @@ class RocketMQTransactionalSink:
             tails.update({(bname, q): hi for q, (_lo, hi) in bounds.items()})
         return tails
 
-    def _complete(self, topic: str, decision: Decision, *, fresh: bool) -> int:
+    def _complete(self, topic: str, decision: Decision, *, fresh: bool, masters: dict[str, str] | None = None) -> int:
         """Commit every half of the decision not committed yet; the rows committed now."""
-        masters = self.client.route(topic).masters
+        masters = masters if masters is not None else self.client.route(topic).masters
 
         def commit_runs(runs: list[HalfRun]) -> tuple[int, list[str]]:
             done_now, refusals = 0, []
