@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from broker_stub.metrics import CORRUPT_RECORDS, FLUSH_SECONDS
 from broker_stub.store.atomic_file import fsync_path, pwrite_all
@@ -39,6 +38,7 @@ from broker_stub.store.record import (
     parse_record,
 )
 from broker_stub.store.retired_fds import RetiredFds
+from broker_stub.store.spans import distinct_sorted, pieces_of
 from staticmq_spark.errors import DataCorruptError
 from staticmq_spark.protocol.codec import Int32Array, Int64Array
 
@@ -347,7 +347,7 @@ class CommitLog:
         if int(seg_idx[0]) < 0:
             raise DataGoneError(f"position {int(pos[0])} was removed by retention")
         end = pos + size.astype(np.int64)
-        touched = _distinct_sorted(seg_idx)  # positions ascend, so do their segments
+        touched = distinct_sorted(seg_idx)  # positions ascend, so do their segments
         for s in touched.tolist():
             mine = seg_idx == s
             upto = int(end[mine].max())
@@ -372,7 +372,7 @@ class CommitLog:
         # The rows on both sides of every break must be whole messages of their indexed size.
         edges = np.empty(2 * len(starts), dtype=np.int64)  # s0 <= e0 < s1 <= e1 ...: sorted already
         edges[0::2], edges[1::2] = starts, stops - 1
-        bad = first_bad_row(data, size, _distinct_sorted(edges))
+        bad = first_bad_row(data, size, distinct_sorted(edges))
         if bad is not None:
             raise MisalignedRead(bad)
         return data
@@ -382,7 +382,7 @@ class CommitLog:
     ) -> bytes:
         """Many small runs: read each segment's span once and gather with numpy."""
         out: list[bytes] = []
-        for s in _distinct_sorted(seg_idx).tolist():
+        for s in distinct_sorted(seg_idx).tolist():
             sel = np.flatnonzero(seg_idx == s)
             span_start, span_end = int(pos[sel[0]]), int(end[sel[-1]])
             wanted = int(size[sel].sum(dtype=np.int64))
@@ -392,7 +392,7 @@ class CommitLog:
                 out.extend(self._pread(segs[s], int(pos[i]), int(size[i])) for i in sel.tolist())
                 continue
             span = self._pread(segs[s], span_start, span_end - span_start)
-            out.append(_pieces_of(span, pos[sel] - span_start, size[sel].astype(np.int64)))
+            out.append(pieces_of(span, pos[sel] - span_start, size[sel].astype(np.int64)))
         return b"".join(out)
 
     @staticmethod
@@ -435,29 +435,3 @@ class CommitLog:
         for seg in self._segments:
             os.close(seg.fd)
         self._segments = ()
-
-
-def _pieces_of(span: bytes, starts: Int64Array, sizes: Int64Array) -> bytes:
-    """The pieces [starts[i], starts[i] + sizes[i]) of `span` (ascending, not overlapping),
-    concatenated: one Arrow take over a view of the span whose elements alternate between the
-    wanted pieces and the gaps between them."""
-    k = int(starts.shape[0])
-    bounds = np.empty(2 * k, dtype=np.int64)
-    bounds[0::2] = starts
-    bounds[1::2] = starts + sizes
-    view = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), 2 * k - 1, [None, pa.py_buffer(bounds), pa.py_buffer(span)]
-    )
-    taken = view.take(pa.array(np.arange(0, 2 * k, 2, dtype=np.int64)))
-    data = taken.buffers()[2]
-    return b"" if data is None else data.to_pybytes()
-
-
-def _distinct_sorted(values: Int64Array) -> Int64Array:
-    """The distinct values of an ascending array (np.unique without its sort)."""
-    if values.shape[0] == 0:
-        return values
-    keep = np.empty(values.shape[0], dtype=bool)
-    keep[0] = True
-    np.not_equal(values[1:], values[:-1], out=keep[1:])
-    return values[keep]
