@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand, decode_frame, encode_request, frame_length
+from staticmq_spark.backends.rocketmq.tls_stream import TlsStream
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import BrokerUnavailableError, InvalidOptionError, TlsError
 
@@ -46,7 +47,7 @@ class Connection(Closeable):
             sock = socket.create_connection((host, port), timeout=connect_timeout_s)
         except OSError as exc:
             raise BrokerUnavailableError(f"cannot connect to RocketMQ at {addr}: {exc}") from None
-        self._sock = sock if tls is None else _tls_handshake(sock, tls, addr, host)
+        self._sock: socket.socket | TlsStream = sock if tls is None else _tls_handshake(sock, tls, addr, host)
         self._sock.settimeout(None)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._write_lock = threading.Lock()
@@ -142,16 +143,16 @@ class Connection(Closeable):
                 future.set_exception(
                     BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {reason}")
                 )
+        try:  # shutdown first: it wakes a reader blocked in recv, which close alone does not
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self._sock.close()
         except OSError:
             pass
 
     def close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._fail("closed by the client")
 
 
@@ -163,9 +164,11 @@ def tls_context(ca_file: str) -> ssl.SSLContext:
         raise InvalidOptionError(f"TLS CA file {ca_file!r} cannot be used: {exc}") from None
 
 
-def _tls_handshake(sock: socket.socket, tls: ssl.SSLContext, addr: str, host: str) -> ssl.SSLSocket:
+def _tls_handshake(sock: socket.socket, tls: ssl.SSLContext, addr: str, host: str) -> TlsStream:
+    stream = TlsStream(sock, tls, host)
     try:
-        return tls.wrap_socket(sock, server_hostname=host)
+        stream.handshake()
+        return stream
     except ssl.SSLCertVerificationError as exc:
         sock.close()
         raise TlsError(
