@@ -4,16 +4,22 @@
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from staticmq_spark.client import PullConsumer
-from tests.support.backends import Backend
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ, fetch_jars
+from tests.support.backends import Backend, rocketmq_backend
 from tests.support.spark import by_queue, new_topic, produce, source
 from tests.support.static_helpers import read_queue
 
 pytestmark = pytest.mark.spark
 _n = itertools.count()
+JAVA_CONSUMER = Path(__file__).parents[1] / "support" / "java" / "GroupConsumer.java"
 
 
 def test_a_query_starting_from_a_group_reads_from_its_committed_offsets(spark, backend: Backend) -> None:
@@ -58,3 +64,45 @@ def test_a_group_without_commits_fails_the_query_when_asked_to(spark, cluster) -
     df = source(spark, cluster.namesrv, topic, startingOffsets="group", group="nobody", groupMissingOffsets="fail")
     with pytest.raises(Exception, match="has no committed offset"):
         df.writeStream.format("memory").queryName("group_fail").trigger(availableNow=True).start().awaitTermination(120)
+
+
+def test_a_query_takes_over_a_group_committed_by_rocketmqs_java_client(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    """A consumer group moves from a Java application to a Spark job: RocketMQ's own push consumer
+    (tests/support/java/GroupConsumer.java) consumes a static topic remapped since its creation and
+    persists the group's offsets as it shuts down; a query with startingOffsets=group (every queue
+    must have an offset) then reads exactly the messages sent after, none of those before."""
+    backend = rocketmq_backend(rocketmq_cluster)
+    topic = f"java-group-{os.getpid()}-{next(_n)}"
+    group = f"java-app-{os.getpid()}-{next(_n)}"
+    backend.create(topic, 4, backend.brokers[:1])
+    produce(backend.address, topic, 200)
+    backend.remap(topic, backend.brokers[1:2])
+    produce(backend.address, topic, 100, start=200)
+
+    lib = fetch_jars()
+    subprocess.run(["javac", "-cp", f"{lib}/*", "-d", str(tmp_path), str(JAVA_CONSUMER)], check=True, timeout=120)
+    java = ["java", "-Xmx256m", "-cp", f"{lib}/*:{tmp_path}", "GroupConsumer"]
+    consumed = subprocess.run(
+        [*java, rocketmq_cluster.namesrv, topic, group, "300", "120"],  # 300 expected within 120 s
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+        env={**os.environ, "ROCKETMQ_HOME": str(tmp_path), "HOME": str(tmp_path)},
+    )
+    assert consumed.returncode == 0, consumed.stdout[-2000:] + consumed.stderr[-2000:]
+
+    after = produce(backend.address, topic, 150, start=300)
+    name = f"java_group_{next(_n)}"
+    q = (
+        source(spark, backend.address, topic, startingOffsets="group", group=group, groupMissingOffsets="fail")
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(240)
+    assert q.exception() is None, q.exception()
+    assert by_queue(spark.table(name).collect()) == after
