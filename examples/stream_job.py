@@ -5,9 +5,10 @@ write them back, keyed by user, to another static topic (exactly once, fixed sha
         examples/stream_job.py --namesrv 127.0.0.1:9876 \\
         --input-topic pageviews --output-topic clean-views --checkpoint /tmp/clean-views-ck
 
-Executors need the staticmq package: install it on every node (pip install staticmq), or ship a
-wheel with `--py-files dist/staticmq-0.1.0-py3-none-any.whl` (its dependencies - pyarrow, grpcio,
-protobuf, numpy - must be installed there either way). The job registers the data source
+Executors need the staticmq package: install it on every node (pip install .), or ship the wheel
+copied to a .zip name with `--py-files dist/staticmq.zip` (pyspark adds .zip, .egg and .jar files
+of --py-files to sys.path, not .whl; the dependencies - pyarrow, grpcio, protobuf, numpy - must be
+installed there either way). The job registers the data source
 explicitly, so it also works where the package is not installed on the driver.
 """
 

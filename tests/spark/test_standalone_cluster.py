@@ -5,14 +5,18 @@ a source read and of a sink write.
 
 The job (tests/spark/scripts/cluster_job.py) runs two queries of one topic side by side: bronze
 (staticmq -> Delta) and results (staticmq -> the staticmq sink). The package reaches the executors
-the way a one-machine standalone cluster ships it: it is installed in the Python the workers start
-(PYSPARK_PYTHON is this interpreter: tests.support.spark_cluster.spark_env)."""
+both ways docs/deployment.md names: installed in the Python the workers start (PYSPARK_PYTHON is
+this interpreter: tests.support.spark_cluster.spark_env), and, in the RocketMQ job, shipped with
+`--py-files` as the wheel copied to a .zip, to executors whose Python cannot import it otherwise."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import site
 import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +43,15 @@ QUIET = "-Dlog4j2.configurationFile=conf/log4j2.properties"  # the properties fi
 SMALL_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
-def submit_command(master: str, *job_args: str) -> list[str]:
+def submit_command(master: str, *job_args: str, wheel: Path | None = None, executor_python: str = "") -> list[str]:
     """spark-submit of the job as docs/deployment.md runs it: the properties file of the checkout,
-    Delta's jars and settings (docs/delta.md), small executors."""
+    Delta's jars and settings (docs/delta.md), small executors; `wheel` ships the package with
+    `--py-files`, `executor_python` is the Python the executors start."""
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master]
     command += ["--properties-file", str(ROOT / "conf" / "spark-defaults.conf")]
     command += ["--jars", ",".join(str(jar) for jar in delta_jars())]
+    if wheel is not None:
+        command += ["--py-files", str(wheel)]
     conf = {
         "spark.sql.extensions": DELTA_EXTENSION,
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
@@ -57,6 +64,8 @@ def submit_command(master: str, *job_args: str) -> list[str]:
         "spark.driver.extraJavaOptions": f"{QUIET} {SMALL_JVM}",
         "spark.executor.extraJavaOptions": SMALL_JVM,
     }
+    if executor_python:
+        conf |= {"spark.pyspark.python": executor_python, "spark.pyspark.driver.python": sys.executable}
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     return [*command, str(JOB), *job_args]
@@ -72,6 +81,7 @@ class Attempt:
     attempt: int
     pid: int
     cwd: str  # the executor's directory: <worker work dir>/<app id>/<executor id>
+    package: str  # the file staticmq_spark was imported from in that Python worker
 
 
 @dataclass
@@ -94,7 +104,8 @@ def read_attempts(markers: Path) -> list[Attempt]:
         if marker.name.startswith("blocked-"):
             continue
         phase, stage, partition, attempt, pid = marker.name.split("-")
-        out.append(Attempt(phase, int(stage[1:]), int(partition[1:]), int(attempt[1:]), int(pid), marker.read_text()))
+        cwd, package = marker.read_text().split("\n")
+        out.append(Attempt(phase, int(stage[1:]), int(partition[1:]), int(attempt[1:]), int(pid), cwd, package))
     return out
 
 
@@ -115,7 +126,7 @@ def kill_blocked_executor(spark_cluster: StandaloneCluster, markers: Path, phase
     assert executor is not None, f"Python worker {pid} runs under no executor JVM of the cluster"
     cwd = os.readlink(f"/proc/{pid}/cwd")
     os.kill(executor, signal.SIGKILL)
-    return Attempt(phase, stage, partition, attempt, pid, cwd), executor
+    return Attempt(phase, stage, partition, attempt, pid, cwd, ""), executor
 
 
 def run_job(
@@ -125,13 +136,17 @@ def run_job(
     output: str,
     work: Path,
     kill_in: tuple[str, ...] = (),
+    wheel: Path | None = None,
 ) -> JobRun:
     """The job on the cluster; for each phase of `kill_in` (read, write), in turn, the executor JVM
-    under the task attempt stopped in the middle of that phase is killed with kill -9."""
+    under the task attempt stopped in the middle of that phase is killed with kill -9. With `wheel`,
+    the executors' Python cannot import the installed package and the job ships the wheel."""
     markers = work / "markers"
     markers.mkdir()
     args = [namesrv, source, output, str(work / "bronze"), str(work / "ck"), str(markers)]
-    command = submit_command(spark_cluster.master_url, *args, *(a for phase in kill_in for a in ("--block", phase)))
+    blocks = (a for phase in kill_in for a in ("--block", phase))
+    python = python_without_the_installed_package(work) if wheel is not None else ""
+    command = submit_command(spark_cluster.master_url, *args, *blocks, wheel=wheel, executor_python=python)
     killed = []
     with (work / "job.out").open("w") as out, (work / "job.err").open("w") as err:
         job = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT, env=spark_env(), start_new_session=True)
@@ -149,6 +164,32 @@ def run_job(
     assert run.returncode == 0, run.stderr[-4000:]
     assert any(line.startswith("DONE app-") for line in run.stdout.splitlines()), run.stdout
     return run
+
+
+def python_without_the_installed_package(work: Path) -> str:
+    """A Python for executors on a node where staticmq is not installed but its dependencies are:
+    this interpreter without `site` (so no .pth file puts the checkout on sys.path), with the
+    site-packages directories on PYTHONPATH (pyarrow, numpy, grpcio, protobuf, pyspark)."""
+    script = work / "python-without-staticmq"
+    paths = ":".join(site.getsitepackages())
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{paths}" exec {sys.executable} -S "$@"\n')
+    script.chmod(0o755)
+    check = [str(script), "-c", "import staticmq_spark"]
+    hidden = subprocess.run(check, capture_output=True, text=True, cwd=work, env=spark_env())
+    assert "No module named 'staticmq_spark'" in hidden.stderr, "the package is still importable"
+    return str(script)
+
+
+@pytest.fixture(scope="session")
+def shipped_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package as docs/deployment.md ships it with `--py-files`: the wheel, copied to a .zip
+    name (pyspark puts only .zip, .egg and .jar files of `--py-files` on the executors' sys.path)."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(ROOT), "-w", str(out)], check=True, timeout=300
+    )
+    (built,) = out.glob("staticmq-*.whl")
+    return Path(shutil.copyfile(built, out / "staticmq.zip"))
 
 
 def assert_retried_elsewhere(blocked: Attempt, executor: int, run: JobRun) -> None:
@@ -205,15 +246,23 @@ def test_executors_killed_in_the_middle_of_a_read_and_of_a_sink_write_have_their
     assert_exactly_once_on_staticmq(spark, cluster.namesrv, output, tmp_path, sent)
 
 
-def test_the_spark_submit_job_on_rocketmq_reads_and_writes_exactly_once(
-    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, spark_standalone: StandaloneCluster, tmp_path: Path
+def test_the_spark_submit_job_on_rocketmq_ships_the_package_as_a_wheel_and_writes_exactly_once(
+    spark: SparkSession,
+    rocketmq_cluster: LocalRocketMQ,
+    spark_standalone: StandaloneCluster,
+    tmp_path: Path,
+    shipped_wheel: Path,
 ) -> None:
+    """The executors' Python does not have the package installed: it comes with `--py-files` (the
+    wheel as a .zip)."""
     address = rocketmq_cluster.address
     source, output = (f"rmq-standalone-{name}-{os.getpid()}" for name in ("in", "out"))
     rocketmq_cluster.update_static_topic(source, 4)
     rocketmq_cluster.update_static_topic(output, 4)
     sent = produce(address, source, MESSAGES)
-    run_job(spark_standalone, address, source, output, tmp_path)
+    run = run_job(spark_standalone, address, source, output, tmp_path, wheel=shipped_wheel)
+    assert {a.phase for a in run.attempts} == {"read", "write"}
+    assert all(f"/{shipped_wheel.name}/" in a.package for a in run.attempts), [a.package for a in run.attempts]
 
     assert by_queue(spark.read.format("delta").load(str(tmp_path / "bronze")).collect()) == sent
     df = spark.read.format("staticmq").option("namesrv", address).option("topic", output).load()

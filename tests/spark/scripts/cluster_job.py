@@ -9,7 +9,9 @@ through the staticmq sink.
 Both queries pass `value` through the Python UDF `mark` (phase `read` in bronze, `write` in
 results), which runs in the executors' Python workers. For every task attempt it leaves a file in
 MARKERS named `<phase>-s<stage>-p<partition>-a<attempt>-<pid>` holding the Python worker's working
-directory (the executor's directory in its worker's work dir: which worker ran it). With
+directory (the executor's directory in its worker's work dir: which worker ran it) and, on a
+second line, the file staticmq_spark was imported from there (an installed package, or the wheel
+shipped with `--py-files`). With
 `--block read` (`write`), the first task attempt of that phase to reach row BLOCK_AT claims
 `MARKERS/blocked-<phase>` (holding `<pid> <stage> <partition> <attempt>`) and stops there, in the
 middle of its read (of its sink write: rows staged on the brokers already, more to come), until
@@ -53,7 +55,9 @@ def mark(value, phase):  # no type hints: they would make it a pandas UDF candid
     n = _rows[attempt] = _rows.get(attempt, 0) + 1
     if n == 1:
         name = f"{phase}-s{ctx.stageId()}-p{ctx.partitionId()}-a{ctx.attemptNumber()}-{os.getpid()}"
-        Path(markers, name).write_text(os.getcwd())
+        import staticmq_spark  # where the executor's Python finds the package
+
+        Path(markers, name).write_text(f"{os.getcwd()}\n{staticmq_spark.__file__}")
     if phase in blocks and n == BLOCK_AT:
         try:
             fd = os.open(os.path.join(markers, f"blocked-{phase}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
