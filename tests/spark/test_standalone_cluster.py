@@ -246,7 +246,7 @@ def test_executors_killed_in_the_middle_of_a_read_and_of_a_sink_write_have_their
     assert_exactly_once_on_staticmq(spark, cluster.namesrv, output, tmp_path, sent)
 
 
-def test_the_spark_submit_job_on_rocketmq_ships_the_package_as_a_wheel_and_writes_exactly_once(
+def test_the_spark_submit_job_on_rocketmq_ships_the_package_and_writes_exactly_once_through_an_executor_kill(
     spark: SparkSession,
     rocketmq_cluster: LocalRocketMQ,
     spark_standalone: StandaloneCluster,
@@ -254,13 +254,16 @@ def test_the_spark_submit_job_on_rocketmq_ships_the_package_as_a_wheel_and_write
     shipped_wheel: Path,
 ) -> None:
     """The executors' Python does not have the package installed: it comes with `--py-files` (the
-    wheel as a .zip)."""
+    wheel as a .zip). The executor under a transactional sink task that staged 60 of its rows as
+    half messages is killed with kill -9; the task runs again elsewhere and every row lands once."""
     address = rocketmq_cluster.address
     source, output = (f"rmq-standalone-{name}-{os.getpid()}" for name in ("in", "out"))
     rocketmq_cluster.update_static_topic(source, 4)
     rocketmq_cluster.update_static_topic(output, 4)
     sent = produce(address, source, MESSAGES)
-    run = run_job(spark_standalone, address, source, output, tmp_path, wheel=shipped_wheel)
+    run = run_job(spark_standalone, address, source, output, tmp_path, kill_in=("write",), wheel=shipped_wheel)
+    assert [blocked.phase for blocked, _ in run.killed] == ["write"]
+    assert_retried_elsewhere(*run.killed[0], run)
     assert {a.phase for a in run.attempts} == {"read", "write"}
     assert all(f"/{shipped_wheel.name}/" in a.package for a in run.attempts), [a.package for a in run.attempts]
 
