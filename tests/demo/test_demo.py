@@ -59,6 +59,9 @@ def test_demo_runs_end_to_end_and_every_check_passes(tmp_path: Path) -> None:
     assert sum(report["facts"]["produced_per_s"]) == 6000, "every page view in the second it was sent"
     assert 0 < sum(report["facts"]["landed_per_s"]) <= 6000
     assert "  produced |" in out.stdout and "  landed   |" in out.stdout
+    facts = report["facts"]
+    assert 0 < facts["stream_catch_up_s"] <= facts["pipeline_catch_up_s"], "bronze first, then the rest"
+    assert "caught up:    bronze " in out.stdout
 
 
 def test_demo_refuses_bad_sizes_with_a_clear_message() -> None:

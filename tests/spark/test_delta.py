@@ -16,7 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from staticmq_spark import configure_spark
 from staticmq_spark.client import Admin
-from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentMerge, table_version
+from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentAppend, IdempotentMerge, table_version
 from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, SNAPSHOT_PARTITIONS, delta_jars
 from tests.support.spark import (
     BackgroundProducer,
@@ -130,6 +130,20 @@ def test_insert_only_merge_deduplicates_on_its_keys(spark: SparkSession, tmp_pat
     events(spark.createDataFrame([(2, "changed"), (3, "z")], "id int, v string"), 1)
     expected = spark.createDataFrame([(1, "x"), (2, "y"), (3, "z")], "id int, v string")
     assertDataFrameEqual(spark.read.format("delta").load(str(tmp_path / "silver")), expected)
+
+
+def test_idempotent_append_writes_a_replayed_micro_batch_once(spark: SparkSession, tmp_path: Path) -> None:
+    events = IdempotentAppend(str(tmp_path / "silver"), app_id="append-test")
+    first = spark.createDataFrame([(1, "x"), (2, "y")], "id int, v string")
+    events(first, 0)
+    events(first, 0)  # the replay of batch 0 after a crash
+    events(spark.createDataFrame([(3, "z")], "id int, v string"), 1)
+    events(spark.createDataFrame([(3, "z")], "id int, v string"), 1)
+    expected = spark.createDataFrame([(1, "x"), (2, "y"), (3, "z")], "id int, v string")
+    assertDataFrameEqual(spark.read.format("delta").load(str(tmp_path / "silver")), expected)
+    assert table_version(spark, str(tmp_path / "silver")) == 1, "two writes, the replays skipped"
+    with pytest.raises(ValueError, match="app_id"):
+        IdempotentAppend(str(tmp_path), app_id="")
 
 
 def test_idempotent_merge_refuses_to_be_built_without_keys_or_app_id(tmp_path: Path) -> None:
