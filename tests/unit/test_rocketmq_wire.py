@@ -22,7 +22,8 @@ from staticmq_spark.backends.rocketmq.connection import split_host_port
 from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
 from staticmq_spark.backends.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
 from staticmq_spark.backends.rocketmq.reader import fence_segments
-from staticmq_spark.backends.rocketmq.remoting import encode_properties, parse_mapping_detail, parse_route, sign_request
+from staticmq_spark.backends.rocketmq.remoting import encode_properties, sign_request
+from staticmq_spark.backends.rocketmq.routes import parse_mapping_detail, parse_route
 from staticmq_spark.backends.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, decode_stored
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
-from staticmq_spark.backends.rocketmq.remoting import SendAnswer, TopicRoute
+from staticmq_spark.backends.rocketmq.remoting import SendAnswer
+from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.staticmq.producer import StaticMQProducer
 from staticmq_spark.backends.types import SendOutcome, SendResult, per_message_outcomes
 from staticmq_spark.cli.send_cmd import _send_chunk

@@ -17,7 +17,8 @@ import pyarrow as pa
 from staticmq_spark.backends.address import ClusterAddress, parse_address
 from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, TopicRoute, rocketmq_credentials
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
+from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable

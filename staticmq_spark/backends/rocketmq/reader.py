@@ -17,7 +17,8 @@ from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.read_ahead import ReadAhead
 from staticmq_spark.backends.retry import backoff_s, retry_read
 from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError, TopicRoute
+from staticmq_spark.backends.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError
+from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError

@@ -13,13 +13,13 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from staticmq_spark.backends.rocketmq import fastjson
 from staticmq_spark.backends.rocketmq.codes import STORED_DEGRADED, RequestCode, ResponseCode, code_name, error_for
 from staticmq_spark.backends.rocketmq.connection import ConnectionPool, tls_context
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand
+from staticmq_spark.backends.rocketmq.routes import TopicRoute, parse_mapping_detail, parse_route
 from staticmq_spark.errors import (
     AccessDeniedError,
     BrokerUnavailableError,
@@ -27,7 +27,7 @@ from staticmq_spark.errors import (
     StaticMQError,
     TopicNotFoundError,
 )
-from staticmq_spark.mapping import MappingItem, TopicQueueMapping
+from staticmq_spark.mapping import TopicQueueMapping
 from staticmq_spark.protocol.auth import Credentials, credentials_of
 from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.topic import TopicConfig
@@ -75,25 +75,6 @@ def rocketmq_credentials(credentials: Credentials | tuple[str, str] | None) -> C
 
 
 @dataclass(frozen=True, slots=True)
-class TopicRoute:
-    topic: str
-    masters: dict[str, str]  # broker name -> master address
-    total_queues: int  # 0 for a dynamic topic
-    leaders: dict[int, str]  # logic queue -> broker name (static topics)
-    epochs: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def is_static(self) -> bool:
-        return self.total_queues > 0
-
-    def leader_addr(self, queue: int) -> tuple[str, str]:
-        bname = self.leaders.get(queue)
-        if bname is None or bname not in self.masters:
-            raise BrokerUnavailableError(f"logic queue {queue} of {self.topic!r} has no live leader in the route")
-        return bname, self.masters[bname]
-
-
-@dataclass(frozen=True, slots=True)
 class PullAnswer:
     status: PullStatus
     next_offset: int
@@ -110,47 +91,6 @@ class SendAnswer:
     queue_offset: int  # -1 while a remapped queue's new logic offset is undecided
     msg_id: str
     degraded: str  # "" or the name of a stored-but-late code (FLUSH_DISK_TIMEOUT, ...)
-
-
-def parse_route(topic: str, body: bytes) -> TopicRoute:
-    raw = fastjson.loads(body)
-    masters = {
-        b["brokerName"]: b["brokerAddrs"]["0"] for b in raw.get("brokerDatas", []) if "0" in b.get("brokerAddrs", {})
-    }
-    infos = sorted((raw.get("topicQueueMappingByBroker") or {}).values(), key=lambda i: int(i.get("epoch", 0)))
-    leaders: dict[int, str] = {}
-    total = 0
-    for info in infos:  # oldest epoch first: a newer epoch overwrites a stale leader
-        total = max(total, int(info.get("totalQueues", 0)))
-        for logic_id in info.get("currIdMap") or {}:
-            leaders[int(logic_id)] = info["bname"]
-    return TopicRoute(topic, masters, total, leaders, {i["bname"]: int(i.get("epoch", 0)) for i in infos})
-
-
-def parse_mapping_detail(topic: str, detail: dict[str, Any]) -> TopicQueueMapping:
-    hosted = {
-        int(q): tuple(
-            MappingItem(
-                queue=int(i["queueId"]),
-                bname=str(i["bname"]),
-                gen=int(i.get("gen", 0)),
-                logic_offset=int(i.get("logicOffset", -1)),
-                start_offset=int(i.get("startOffset", 0)),
-                end_offset=int(i.get("endOffset", -1)),
-                time_of_start=int(i.get("timeOfStart", -1)),
-                time_of_end=int(i.get("timeOfEnd", -1)),
-            )
-            for i in items
-        )
-        for q, items in (detail.get("hostedQueues") or {}).items()
-    }
-    return TopicQueueMapping(
-        topic=topic,
-        bname=str(detail["bname"]),
-        epoch=int(detail.get("epoch", 0)),
-        total_queues=int(detail.get("totalQueues", 0)),
-        hosted=hosted,
-    )
 
 
 def encode_properties(props: dict[str, str]) -> str:
