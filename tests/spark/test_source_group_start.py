@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ, fetch_jars
 from tests.support.backends import Backend, rocketmq_backend
-from tests.support.spark import by_queue, new_topic, produce, source
+from tests.support.spark import available_now_rows, by_queue, new_topic, produce, source
 from tests.support.static_helpers import read_queue
 
 pytestmark = pytest.mark.spark
@@ -36,17 +36,8 @@ def test_a_query_starting_from_a_group_reads_from_its_committed_offsets(spark, b
         offsets = {q: _logic_offset(consumer, topic, q, n) for q, n in committed.items()}
         for q, offset in offsets.items():
             consumer.commit(topic, q, offset)
-    name = f"group_start_{backend.name}_{next(_n)}"
-    q = (
-        source(spark, backend.address, topic, startingOffsets="group", group=group, maxMessagesPerTrigger="120")
-        .writeStream.format("memory")
-        .queryName(name)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination(240)
-    assert q.exception() is None, q.exception()
-    got = by_queue(spark.table(name).collect())
+    df = source(spark, backend.address, topic, startingOffsets="group", group=group, maxMessagesPerTrigger="120")
+    got = by_queue(available_now_rows(df, f"group_start_{backend.name}_{next(_n)}"))
     every = {queue: sent.get(queue, []) + more.get(queue, []) for queue in range(4)}
     expected = {queue: bodies[committed.get(queue, 0) :] for queue, bodies in every.items()}
     assert {k: v for k, v in got.items() if v} == {k: v for k, v in expected.items() if v}
@@ -95,14 +86,5 @@ def test_a_query_takes_over_a_group_committed_by_rocketmqs_java_client(
     assert consumed.returncode == 0, consumed.stdout[-2000:] + consumed.stderr[-2000:]
 
     after = produce(backend.address, topic, 150, start=300)
-    name = f"java_group_{next(_n)}"
-    q = (
-        source(spark, backend.address, topic, startingOffsets="group", group=group, groupMissingOffsets="fail")
-        .writeStream.format("memory")
-        .queryName(name)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination(240)
-    assert q.exception() is None, q.exception()
-    assert by_queue(spark.table(name).collect()) == after
+    df = source(spark, backend.address, topic, startingOffsets="group", group=group, groupMissingOffsets="fail")
+    assert by_queue(available_now_rows(df, f"java_group_{next(_n)}")) == after

@@ -53,6 +53,15 @@ def source(spark: SparkSession, namesrv: str, topic: str, **options: str) -> Dat
     return reader.load()
 
 
+def available_now_rows(df: DataFrame, name: str, timeout_s: float = 240) -> list:  # type: ignore[type-arg]
+    """Every row of the stream `df`, read by one Trigger.AvailableNow query into the memory table
+    `name`; a query that failed fails the test with its error."""
+    query = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    query.awaitTermination(timeout_s)
+    assert query.exception() is None, query.exception()
+    return df.sparkSession.table(name).collect()
+
+
 def to_memory(df: DataFrame, name: str, checkpoint: Path, every: str) -> StreamingQuery:
     """`df` streamed into the memory table `name` (query name too), a micro-batch `every` interval."""
     writer = df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(checkpoint))
