@@ -345,12 +345,10 @@ class MessageStore:
         max_bytes: int,
         codes: Int32Array | None = None,
     ) -> ReadResult:
-        """Messages from `offset` on. With `tag_codes` (a tag filter's, protocol.tag_filter) only
+        """Messages from `offset` on. With `codes` (a tag filter's, protocol.tag_filter) only
         entries with one of those codes (or none recorded) are read from the commit log: up to
         FILTER_SCAN_FACTOR x `max_messages` entries are looked at, and when none matches the answer
         is NO_MATCHED_MESSAGE with the offset after them."""
-        if codes is not None:
-            return self._read_filtered(topic, queue_id, offset, max_messages, max_bytes, codes)
         cq = self._queues.get((topic, queue_id))
         lo, hi = (0, 0) if cq is None else (cq.min_offset, cq.max_offset)
         if offset < lo:
@@ -359,63 +357,35 @@ class MessageStore:
             return ReadResult(ReadStatus.OFFSET_OVERFLOW, hi, lo, hi)
         if offset == hi or cq is None:
             return ReadResult(ReadStatus.NO_NEW_MESSAGE, offset, lo, hi)
-        entries = cq.read(offset, max(1, max_messages))
-        if len(entries) == 0:
-            return ReadResult(ReadStatus.NO_NEW_MESSAGE, offset, lo, hi)
-        sizes = entries["size"].astype(np.int32)
-        keep = max(1, int(np.searchsorted(np.cumsum(sizes, dtype=np.int64), max_bytes, side="right")))
-        entries, sizes = entries[:keep], sizes[:keep]
-        try:
-            data = self._log.read_many(entries["pos"].astype(np.int64), sizes)
-        except MisalignedRead as exc:
-            raise queue_check.report_misaligned(self._dir, topic, queue_id, offset + exc.row) from None
-        except DataGoneError:
-            cq.advance_min(self._log.min_pos)
-            return ReadResult(ReadStatus.OFFSET_TOO_SMALL, cq.min_offset, cq.min_offset, cq.max_offset)
-        return ReadResult(
-            ReadStatus.FOUND, offset + keep, lo, hi, offset, data, sizes, entries["store_ts"].astype(np.int64)
-        )
-
-    def _read_filtered(
-        self, topic: str, queue_id: int, offset: int, max_messages: int, max_bytes: int, codes: Int32Array
-    ) -> ReadResult:
-        cq = self._queues.get((topic, queue_id))
-        lo, hi = (0, 0) if cq is None else (cq.min_offset, cq.max_offset)
-        if offset < lo or offset > hi or offset == hi or cq is None:
-            return self.read(topic, queue_id, offset, max_messages, max_bytes)
         want = max(1, max_messages)
-        entries = cq.read(offset, min(want * FILTER_SCAN_FACTOR, FILTER_SCAN_MAX))
+        entries = cq.read(offset, want if codes is None else min(want * FILTER_SCAN_FACTOR, FILTER_SCAN_MAX))
         if len(entries) == 0:
             return ReadResult(ReadStatus.NO_NEW_MESSAGE, offset, lo, hi)
-        matched = np.flatnonzero(kept_by_codes(entries["flags"], codes))
-        if matched.size == 0:
+        matched = None if codes is None else np.flatnonzero(kept_by_codes(entries["flags"], codes))
+        if matched is not None and matched.size == 0:
             return ReadResult(ReadStatus.NO_MATCHED_MESSAGE, offset + len(entries), lo, hi)
-        picked = matched[:want]
-        sizes = entries["size"][picked].astype(np.int32)
+        chosen = entries if matched is None else entries[matched[:want]]
+        sizes = chosen["size"].astype(np.int32)
         keep = max(1, int(np.searchsorted(np.cumsum(sizes, dtype=np.int64), max_bytes, side="right")))
-        picked, sizes = picked[:keep], sizes[:keep]
-        chosen = entries[picked]
+        chosen, sizes = chosen[:keep], sizes[:keep]
+        rows = None if matched is None else matched[:want][:keep]  # entry index of each message read
         try:
             data = self._log.read_many(chosen["pos"].astype(np.int64), sizes)
         except MisalignedRead as exc:
-            raise queue_check.report_misaligned(self._dir, topic, queue_id, offset + int(picked[exc.row])) from None
+            bad = offset + (exc.row if rows is None else int(rows[exc.row]))
+            raise queue_check.report_misaligned(self._dir, topic, queue_id, bad) from None
         except DataGoneError:
             cq.advance_min(self._log.min_pos)
             return ReadResult(ReadStatus.OFFSET_TOO_SMALL, cq.min_offset, cq.min_offset, cq.max_offset)
+        store_ts = chosen["store_ts"].astype(np.int64)
+        if rows is None or matched is None:
+            return ReadResult(ReadStatus.FOUND, offset + keep, lo, hi, offset, data, sizes, store_ts)
         # stopped before the last match: go on after the last message taken; else every entry
         # looked at after it is filtered out too
-        next_offset = offset + (int(picked[-1]) + 1 if len(picked) < len(matched) else len(entries))
-        return ReadResult(
-            ReadStatus.FOUND,
-            next_offset,
-            lo,
-            hi,
-            offset + int(picked[0]),
-            data,
-            sizes,
-            chosen["store_ts"].astype(np.int64),
-            offsets=offset + picked.astype(np.int64),
-        )
+        next_offset = offset + (int(rows[-1]) + 1 if len(rows) < len(matched) else len(entries))
+        first = offset + int(rows[0])
+        offsets = offset + rows.astype(np.int64)
+        return ReadResult(ReadStatus.FOUND, next_offset, lo, hi, first, data, sizes, store_ts, offsets=offsets)
 
     def queues_of(self, topic: str) -> list[int]:
         return sorted(q for t, q in self._queues if t == topic)
