@@ -79,7 +79,8 @@ class FloorReader(DataSourceStreamReader):
         yield pa.RecordBatch.from_arrays([values], names=["value"])
 
     def commit(self, end: dict[str, Any]) -> None:
-        pass
+        """Nothing to commit: the records stay in their file, and the floor is what a source pays
+        with no commit work of its own."""
 
 
 def _offsets(n: int) -> bytes:
