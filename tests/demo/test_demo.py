@@ -51,7 +51,8 @@ def test_demo_runs_end_to_end_and_every_check_passes(tmp_path: Path) -> None:
     } <= names
     tables = report["facts"]["delta_tables"]
     assert tables["bronze"]["rows"] == tables["silver"]["rows"] == 6000
-    assert all(t["version"] >= 1 for t in tables.values())
+    # silver is appended once per bronze batch with rows: a run whose rows came in one batch leaves it at version 0
+    assert all(t["version"] >= 0 and t["rows"] > 0 for t in tables.values()), tables
     kept = tmp_path / "demo"
     assert (kept / "lake" / "gold" / "_delta_log").is_dir(), "--keep leaves the Delta tables"
     assert (kept / "cluster").is_dir(), "--keep leaves the cluster data"
