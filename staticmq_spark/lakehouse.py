@@ -47,6 +47,7 @@ BRONZE_COLUMNS = (
     "bornTimestamp",
     "storeTimestamp",
 )
+BRONZE_STATS_COLUMNS = ("queueId", "queueOffset", "storeTimestamp")  # what bronze is filtered on
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
@@ -69,20 +70,37 @@ def start_bronze(
     trigger_interval: str = "1 second",
     available_now: bool = False,
     query_name: str | None = None,
+    files_per_batch: int | None = None,
     **source_options: str,
 ) -> StreamingQuery:
-    """Stream `topic` into the Delta table at path `table` (created on the first batch)."""
+    """Stream `topic` into the Delta table at path `table` (created on the first batch, or before
+    with `create_bronze_table`). Each micro-batch writes one file per logic queue it read, or at
+    most `files_per_batch` files (fewer, larger files and less work per commit; the rows and the
+    exactly-once guarantee are the same)."""
+    if files_per_batch is not None and files_per_batch < 1:
+        raise ValueError(f"files_per_batch must be at least 1, not {files_per_batch}")
     source_options.setdefault("startingOffsets", "earliest")
-    writer = (
-        bronze_stream(spark, namesrv, topic, **source_options)
-        .writeStream.format("delta")
-        .outputMode("append")
-        .option("checkpointLocation", checkpoint)
-    )
+    stream = bronze_stream(spark, namesrv, topic, **source_options)
+    if files_per_batch is not None:
+        stream = stream.coalesce(files_per_batch)
+    writer = stream.writeStream.format("delta").outputMode("append").option("checkpointLocation", checkpoint)
     if query_name:
         writer = writer.queryName(query_name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
     return writer.start(table)
+
+
+def create_bronze_table(spark: SparkSession, namesrv: str, topic: str, table: str, **source_options: str) -> None:
+    """The bronze table at path `table`, empty, unless it exists. Delta keeps file statistics only
+    for BRONZE_STATS_COLUMNS (by default it keeps them for the first 32 columns: the key, tags and
+    property maps too, which nobody filters bronze on and which cost a write time per file)."""
+    schema = bronze_stream(spark, namesrv, topic, **source_options).schema
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+    stats = ",".join(BRONZE_STATS_COLUMNS)
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS delta.`{table}` ({columns}) USING delta "
+        f"TBLPROPERTIES ('delta.dataSkippingStatsColumns' = '{stats}')"
+    )
 
 
 def _delta_table() -> type[DeltaTable]:

@@ -22,10 +22,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentAppend, IdempotentMerge, bronze_stream, start_bronze
+from staticmq_spark.lakehouse import (
+    BRONZE_COLUMNS,
+    IdempotentAppend,
+    IdempotentMerge,
+    create_bronze_table,
+    start_bronze,
+)
 
 EVENT_SCHEMA = "user STRING, page STRING, ms BIGINT, dwell INT"
 GOLD_COLUMNS = "user STRING, views BIGINT, dwell BIGINT, last_ms BIGINT"
+MAX_PER_TRIGGER = "20000"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
@@ -66,8 +73,7 @@ def demo_session(app_name: str = "staticmq-demo") -> SparkSession:
 def create_tables(spark: SparkSession, lake: Lake, namesrv: str, topic: str, secured: dict[str, str]) -> None:
     """Empty bronze and gold tables (the queries downstream of them need them to exist); gold keeps
     a change data feed, which the results query reads. `secured`: accessKey/secretKey/tlsCaFile."""
-    schema = bronze_stream(spark, namesrv, topic, **secured).schema
-    spark.createDataFrame([], schema).write.format("delta").mode("ignore").save(lake.table("bronze"))
+    create_bronze_table(spark, namesrv, topic, lake.table("bronze"), **secured)
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS delta.`{lake.table('gold')}` ({GOLD_COLUMNS}) USING delta "
         "TBLPROPERTIES (delta.enableChangeDataFeed = true)"
@@ -84,7 +90,8 @@ def start_bronze_query(
         lake.table("bronze"),
         lake.checkpoint("bronze"),
         query_name="bronze",
-        maxMessagesPerTrigger="20000",
+        files_per_batch=2,  # one per core
+        maxMessagesPerTrigger=MAX_PER_TRIGGER,
         **secured,  # type: ignore[arg-type]  # only accessKey, secretKey, tlsCaFile
     )
 

@@ -3,6 +3,7 @@ foreachBatch MERGEs that a replayed micro-batch does not apply twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,15 @@ from pyspark.testing import assertDataFrameEqual
 
 from staticmq_spark import configure_spark
 from staticmq_spark.client import Admin
-from staticmq_spark.lakehouse import BRONZE_COLUMNS, IdempotentAppend, IdempotentMerge, table_version
+from staticmq_spark.lakehouse import (
+    BRONZE_COLUMNS,
+    BRONZE_STATS_COLUMNS,
+    IdempotentAppend,
+    IdempotentMerge,
+    create_bronze_table,
+    start_bronze,
+    table_version,
+)
 from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, SNAPSHOT_PARTITIONS, delta_jars
 from tests.support.spark import (
     BackgroundProducer,
@@ -105,6 +114,40 @@ def test_bronze_keeps_every_message_exactly_once_through_a_driver_kill_and_a_rem
     other = spark.createDataFrame(arrow.to_pandas(), schema=bronze.select(*arrow.column_names).schema)
     assertDataFrameEqual(other, bronze.select(*arrow.column_names))
     assert deltalake.DeltaTable(table).version() == table_version(spark, table)
+
+
+def test_bronze_keeps_statistics_only_for_its_place_columns_and_writes_at_most_files_per_batch_files(
+    spark: SparkSession, cluster, tmp_path: Path
+) -> None:
+    topic = new_topic(cluster.namesrv, 4)
+    sent = produce(cluster.namesrv, topic, 2000)
+    table = str(tmp_path / "bronze")
+    create_bronze_table(spark, cluster.namesrv, topic, table)
+    create_bronze_table(spark, cluster.namesrv, topic, table)  # exists: left alone
+    query = start_bronze(
+        spark, cluster.namesrv, topic, table, str(tmp_path / "ck"), available_now=True, files_per_batch=2
+    )
+    query.awaitTermination(300)
+    assert query.exception() is None
+
+    bronze = spark.read.format("delta").load(table)
+    assert bronze.columns == list(BRONZE_COLUMNS)
+    assert by_queue(bronze.collect()) == sent, "every message once, in its queue and order"
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").collect()[0]
+    assert detail["properties"]["delta.dataSkippingStatsColumns"] == ",".join(BRONZE_STATS_COLUMNS)
+    adds = [
+        json.loads(line)["add"]
+        for log in sorted((tmp_path / "bronze" / "_delta_log").glob("*.json"))
+        for line in log.read_text().splitlines()
+        if '"add"' in line
+    ]
+    assert 1 <= len(adds) <= 2, "one micro-batch of 4 logic queues in at most files_per_batch=2 files"
+    for add in adds:
+        stats = json.loads(add["stats"])
+        assert stats["numRecords"] > 0
+        assert set(stats["minValues"]) <= set(BRONZE_STATS_COLUMNS), stats["minValues"]
+    with pytest.raises(ValueError, match="files_per_batch must be at least 1, not 0"):
+        start_bronze(spark, cluster.namesrv, topic, table, str(tmp_path / "ck2"), files_per_batch=0)
 
 
 def test_idempotent_merge_applies_a_replayed_micro_batch_once(spark: SparkSession, tmp_path: Path) -> None:
