@@ -38,7 +38,7 @@ staticmq-EO) write `--txn-rows` rows (40,000 by default: at ~2k rows/s 200,000 w
 the others `--rows` (200,000). Each round makes fresh topics and runs every system one after the other
 (the systems interleaved round by round); the table shows each system's median of `--repeat` rounds
 and the ratios paired round by round, median (min-max). `java-plain` and `java-transactional` in the
-ratios are the best of their thread counts in each round (the ceiling, taken generously).
+ratios are the best of their configurations in each round (the ceiling, taken generously).
 The Java producer is timed, after an untimed warm-up in the same JVM, like the sinks: to the last
 acknowledged send for java-plain; for java-txn, whose END_TRANSACTION is one-way (never acknowledged),
 until the topic's max offsets add up to the rows. After every run the topic is counted once the count
@@ -290,7 +290,7 @@ class Ceiling:
         seconds = r["send_seconds"] if mode == "plain" else r["seconds"]
         self.record(system, size, run, rows, seconds, r["client_cpu_s"] + r["server_cpu_s"], r["server_cpu_s"],
                     visible_seconds=r["seconds"], send_seconds=r["send_seconds"], messages=found, threads=threads,
-                    batch=batch)  # fmt: skip
+                    batch=batch, busy_retries=r.get("busy_retries", 0))  # fmt: skip
 
     def static_topic_transactions(self, rows: int, threads: int) -> dict[str, Any]:
         """RocketMQ's TransactionMQProducer on a static topic, once: its END_TRANSACTION goes to no broker
@@ -331,7 +331,7 @@ class Ceiling:
 
 
 def add_best(records: list[dict[str, Any]], size: int, run: int) -> None:
-    """java-plain and java-transactional of one round and size: the fastest of their thread counts."""
+    """java-plain and java-transactional of one round and size: the fastest of their configurations."""
     for name, prefix in (("java-plain", "java-plain-"), ("java-transactional", "java-txn-")):
         mine = [r for r in records if r["run"] == run and r["value_bytes"] == size and r["system"].startswith(prefix)]
         if mine:

@@ -1,4 +1,4 @@
-"""bench.rocketmq_ceiling's report: the best thread count of each round, the ratios paired round by round."""
+"""bench.rocketmq_ceiling's report: the best Java configuration of each round, the ratios paired round by round."""
 
 from __future__ import annotations
 
