@@ -113,7 +113,9 @@ class KafkaServer:
         (self.data_dir / "log4j2.yaml").write_text(LOG4J2)
         config = self.data_dir / "server.properties"
         config.write_text(server_properties(self.data_dir, self.port, free_port(), self.flush_messages))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's Uuid.randomUuid: a leading '-' reads as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = self._command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config))
         done = subprocess.run(fmt, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
