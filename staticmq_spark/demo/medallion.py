@@ -33,6 +33,7 @@ from staticmq_spark.lakehouse import (
 EVENT_SCHEMA = "user STRING, page STRING, ms BIGINT, dwell INT"
 GOLD_COLUMNS = "user STRING, views BIGINT, dwell BIGINT, last_ms BIGINT"
 MAX_PER_TRIGGER = "20000"
+JIT_C1_ONLY = "-XX:TieredStopAtLevel=1"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
@@ -62,9 +63,14 @@ def demo_session(app_name: str = "staticmq-demo") -> SparkSession:
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.databricks.delta.snapshotPartitions", "2")
     )
+    # The demo's JVM lives about a minute: C2's compile threads would take most of a core of two for
+    # all of it (the catch-up after the last event took 8-10 s with them, 4-5.5 s without; see
+    # docs/benchmark-investigations.md). A long-running job keeps Java's default (tiered, with C2).
+    java_options = [JIT_C1_ONLY]
     log4j = CONF_DIR / "log4j2.properties"
     if log4j.exists():
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        java_options.append(f"-Dlog4j2.configurationFile=file:{log4j}")
+    builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     spark: SparkSession = configure_spark(builder, delta=True).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
