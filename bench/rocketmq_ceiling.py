@@ -77,7 +77,7 @@ from bench.peers.spark_figures import Endpoint, sink_frame, sink_run
 from bench.peers.spark_kafka import spark_kafka_jars
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.client import PullConsumer
-from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocketMQ, fetch_jars
+from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocketMQ, compile_client
 
 QUEUES = 2
 MAX_BATCH_BYTES = 3 << 20  # java-plain's batches: RocketMQ refuses a message (a batch is one) over 4 MiB
@@ -115,11 +115,7 @@ class JavaProducer:
     def __init__(self, workdir: Path) -> None:
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
-        lib = fetch_jars()
-        classes = workdir / "classes"
-        javac = ["javac", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes), str(JAVA_SOURCE)]
-        subprocess.run(javac, check=True, timeout=300, capture_output=True)
-        self.classpath = f"{lib}/*:{classes}"
+        self.classpath = compile_client(JAVA_SOURCE, workdir / "classes")
 
     def command(self, *args: object) -> list[str]:
         home = [f"-Duser.home={self.dir}", f"-Djava.io.tmpdir={self.dir}"]  # the client's logs go there

@@ -60,6 +60,18 @@ def fetch_jars() -> Path:
     return bundle_dir(f"rocketmq-{ROCKETMQ_VERSION}")
 
 
+def compile_client(source: Path, classes: Path) -> str:
+    """`source` (a Java program using RocketMQ's client) compiled with javac into `classes`: the
+    classpath to run it with (RocketMQ's cached jars and `classes`). A failed compile raises with
+    javac's output."""
+    lib = fetch_jars()
+    javac = ["javac", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes), str(source)]
+    done = subprocess.run(javac, check=False, timeout=300, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RocketMQClusterError(f"javac {source.name} failed ({done.returncode}): {done.stderr[-3000:]}")
+    return f"{lib}/*:{classes}"
+
+
 def _free(port: int) -> bool:
     with socket.socket() as s:
         try:

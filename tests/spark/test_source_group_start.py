@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from staticmq_spark.client import PullConsumer
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ, fetch_jars
+from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ, compile_client
 from tests.support.backends import Backend, rocketmq_backend
 from tests.support.spark import available_now_rows, by_queue, new_topic, produce, source
 from tests.support.static_helpers import read_queue
@@ -72,9 +72,7 @@ def test_a_query_takes_over_a_group_committed_by_rocketmqs_java_client(
     backend.remap(topic, backend.brokers[1:2])
     produce(backend.address, topic, 100, start=200)
 
-    lib = fetch_jars()
-    subprocess.run(["javac", "-cp", f"{lib}/*", "-d", str(tmp_path), str(JAVA_CONSUMER)], check=True, timeout=120)
-    java = ["java", "-Xmx256m", "-cp", f"{lib}/*:{tmp_path}", "GroupConsumer"]
+    java = ["java", "-Xmx256m", "-cp", compile_client(JAVA_CONSUMER, tmp_path), "GroupConsumer"]
     consumed = subprocess.run(
         [*java, rocketmq_cluster.namesrv, topic, group, "300", "120"],  # 300 expected within 120 s
         capture_output=True,
