@@ -32,7 +32,6 @@ from staticmq_spark.lakehouse import (
 
 EVENT_SCHEMA = "user STRING, page STRING, ms BIGINT, dwell INT"
 GOLD_COLUMNS = "user STRING, views BIGINT, dwell BIGINT, last_ms BIGINT"
-MAX_PER_TRIGGER = "20000"
 JIT_C1_ONLY = "-XX:TieredStopAtLevel=1"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -64,7 +63,7 @@ def demo_session(app_name: str = "staticmq-demo") -> SparkSession:
         .config("spark.databricks.delta.snapshotPartitions", "2")
     )
     # The demo's JVM lives about a minute: C2's compile threads would take most of a core of two for
-    # all of it (the catch-up after the last event took 8-10 s with them, 4-5.5 s without; see
+    # all of it (bronze caught up 8-10 s after the last event with them, 4-6 s without; see
     # docs/benchmark-investigations.md). A long-running job keeps Java's default (tiered, with C2).
     java_options = [JIT_C1_ONLY]
     log4j = CONF_DIR / "log4j2.properties"
@@ -97,7 +96,7 @@ def start_bronze_query(
         lake.checkpoint("bronze"),
         query_name="bronze",
         files_per_batch=2,  # one per core
-        maxMessagesPerTrigger=MAX_PER_TRIGGER,
+        maxMessagesPerTrigger="20000",
         **secured,  # type: ignore[arg-type]  # only accessKey, secretKey, tlsCaFile
     )
 
