@@ -57,6 +57,7 @@ from staticmq_spark.source.planner import plan_partitions, settings_of
 from staticmq_spark.source.schema import arrow_schema, spark_schema
 from staticmq_spark.source.snapshot import take_snapshot
 from staticmq_spark.testing import LocalCluster
+from staticmq_spark.worker_site import register
 
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000
@@ -146,7 +147,7 @@ def prebuild(namesrv: str, path: str) -> list[int]:
 
 def spark_session() -> SparkSession:
     spark = harness_session("staticmq-bench-source")
-    spark.dataSource.register(MemorySource)
+    register(spark, MemorySource)  # the same worker start as staticmq's (staticmq_spark.worker_site)
     return spark
 
 

@@ -60,6 +60,7 @@ def spark_session(app: str, conf: dict[str, str] | None = None) -> SparkSession:
     from pyspark.sql import SparkSession
 
     from staticmq_spark.data_source import StaticMQDataSource
+    from staticmq_spark.worker_site import register
 
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     builder = SparkSession.builder.master("local[2]").appName(app)
@@ -67,5 +68,5 @@ def spark_session(app: str, conf: dict[str, str] | None = None) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(StaticMQDataSource)
+    register(spark, StaticMQDataSource)
     return spark

@@ -19,7 +19,7 @@ import argparse
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, from_json, struct, to_json
 
-from staticmq_spark.data_source import StaticMQDataSource
+from staticmq_spark import configure_spark
 
 EVENT_SCHEMA = "user STRING, page STRING, ms BIGINT, dwell INT"
 
@@ -34,8 +34,8 @@ def main() -> None:
     parser.add_argument("--max-messages-per-trigger", default="50000")
     args = parser.parse_args()
 
-    spark = SparkSession.builder.appName("staticmq-clean-views").getOrCreate()
-    spark.dataSource.register(StaticMQDataSource)
+    # configure_spark registers format("staticmq") so that each query's Python runner starts fast
+    spark = configure_spark(SparkSession.builder.appName("staticmq-clean-views")).getOrCreate()
 
     views = (
         spark.readStream.format("staticmq")

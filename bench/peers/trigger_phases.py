@@ -33,6 +33,7 @@ from bench.peers.kafka_server import KafkaServer
 from bench.peers.spark_figures import Endpoint, latency_run
 from bench.peers.spark_kafka import spark_kafka_jars
 from staticmq_spark.testing import LocalCluster
+from staticmq_spark.worker_site import register
 
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
 TOPIC = "phases"
@@ -109,7 +110,7 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
         conf["spark.sql.streaming.numRecentProgressUpdates"] = "10000"
         spark = spark_session("staticmq-bench-phases", conf)
         send, close = senders(cluster.namesrv, kafka.bootstrap, f"{tmp}/floor.queue")
-        spark.dataSource.register(floor_source.FloorSource)
+        register(spark, floor_source.FloorSource)  # the same worker start as staticmq's
         try:
             for run in range(args.repeat + 1):  # run 0 warms both systems up
                 for system in systems:

@@ -1,0 +1,74 @@
+"""Runs at the start of every Python worker that Spark starts for staticmq (see `__init__`).
+
+Spark puts `$SPARK_HOME/python/lib/pyspark.zip` (and py4j's zip) first on a worker's path. Python
+cannot cache the bytecode of modules imported from a zip, so every new worker compiles pyspark's
+sources again: about 1 CPU-second, paid by each streaming query's source runner. When the
+interpreter has the same pyspark (or py4j) installed, byte for byte the same `version.py`, this
+moves the zip behind that installation so its cached bytecode is used. Anything else (no
+installation, another version, no zip) leaves the path as Spark made it. Then the next
+`sitecustomize` on the path, if any, runs as it would have without this one.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import zipimport
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ZIPPED = (("pyspark.zip", "pyspark"), ("py4j-", "py4j"))  # (file name prefix of the zip, package)
+
+
+def _installed_version_file(package: str, entries: list[str]) -> str | None:
+    spec = importlib.machinery.PathFinder.find_spec(package, [e for e in entries if not e.endswith(".zip")])
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(next(iter(spec.submodule_search_locations)), "version.py")
+
+
+def _same_version(zip_path: str, package: str, version_file: str) -> bool:
+    try:
+        zipped = zipimport.zipimporter(zip_path).get_data(f"{package}/version.py")
+        with open(version_file, "rb") as installed:
+            return bool(zipped == installed.read())
+    except (OSError, zipimport.ZipImportError):
+        return False
+
+
+def _site_entry(version_file: str, entries: list[str]) -> str | None:
+    root = os.path.dirname(os.path.dirname(version_file))
+    return next((e for e in entries if e and os.path.abspath(e) == root), None)
+
+
+def prefer_installed(path: list[str]) -> list[str]:
+    """`path` with each zipped pyspark/py4j moved right behind the same version's installation."""
+    result = list(path)
+    for prefix, package in _ZIPPED:
+        zips = [e for e in result if os.path.basename(e).startswith(prefix) and e.endswith(".zip")]
+        if not zips:
+            continue
+        rest = [e for e in result if e not in zips]
+        version_file = _installed_version_file(package, rest)
+        if version_file is None or not all(_same_version(z, package, version_file) for z in zips):
+            continue
+        site = _site_entry(version_file, rest)
+        if site is None:
+            continue
+        at = rest.index(site) + 1
+        result = rest[:at] + zips + rest[at:]
+    return result
+
+
+def _run_next_sitecustomize() -> None:
+    others = [e for e in sys.path if os.path.abspath(e or ".") != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+sys.path[:] = prefer_installed(sys.path)
+_run_next_sitecustomize()

@@ -1,0 +1,67 @@
+"""`staticmq_spark.worker_site`: Python workers started for staticmq import pyspark's installed,
+compiled modules instead of compiling `pyspark.zip`, and nothing else about them changes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pyspark
+
+from staticmq_spark.worker_site import WORKER_SITE, worker_environment
+
+SPARK_LIB = Path(pyspark.__file__).parent / "python" / "lib"
+PYSPARK_ZIP = SPARK_LIB / "pyspark.zip"
+PY4J_ZIP = next(SPARK_LIB.glob("py4j-*.zip"))
+
+
+def worker_imports(
+    *path: str | Path, code: str = "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"
+) -> list[str]:
+    """What a Python started with PYTHONPATH=`path` (as Spark starts its workers) prints."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.splitlines()
+
+
+def test_a_worker_imports_the_installed_pyspark_and_py4j_instead_of_their_zips() -> None:
+    assert all(".zip" in line for line in worker_imports(PYSPARK_ZIP, PY4J_ZIP))  # Spark's path alone
+    found = worker_imports(PYSPARK_ZIP, PY4J_ZIP, WORKER_SITE)
+    assert found == [str(Path(pyspark.__file__)), str(Path(sys.modules["py4j"].__file__ or ""))]
+    assert not any(".zip" in line for line in found)
+
+
+def test_a_zipped_pyspark_of_another_version_stays_first(tmp_path: Path) -> None:
+    other = tmp_path / "pyspark.zip"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("pyspark/__init__.py", "")
+        archive.writestr("pyspark/version.py", '__version__: str = "0.0.1"\n')
+    assert worker_imports(other, WORKER_SITE, code="import pyspark; print(pyspark.__file__)") == [
+        str(other / "pyspark" / "__init__.py")
+    ]
+
+
+def test_a_zip_without_an_installed_package_stays_where_it_is(tmp_path: Path) -> None:
+    alone = tmp_path / "py4j-9.9.9-src.zip"
+    with zipfile.ZipFile(alone, "w") as archive:
+        archive.writestr("nothing_installed_like_this/__init__.py", "")
+    printed = worker_imports(alone, WORKER_SITE, code="import sys, nothing_installed_like_this as m; print(m.__file__)")
+    assert printed == [str(alone / "nothing_installed_like_this" / "__init__.py")]
+
+
+def test_the_next_sitecustomize_on_the_path_still_runs(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.OTHER_SITE_RAN = True\n")
+    code = "import builtins; print(getattr(builtins, 'OTHER_SITE_RAN', False))"
+    assert worker_imports(PYSPARK_ZIP, WORKER_SITE, tmp_path, code=code) == ["True"]
+
+
+def test_worker_environment_puts_the_worker_site_first_and_keeps_the_rest() -> None:
+    given = {"PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join(["/a", WORKER_SITE, "/b"])}
+    assert worker_environment(given) == {
+        "PYTHONHASHSEED": "0",
+        "PYTHONPATH": os.pathsep.join([WORKER_SITE, "/a", "/b"]),
+    }
+    assert worker_environment({}) == {"PYTHONPATH": WORKER_SITE}
