@@ -5,8 +5,9 @@ Every streaming query starts a new Python process for its source (pyspark's
 Python compiles pyspark's modules from the zip each time, about 1 CPU-second per query (3.2 s
 against 2.2 s for 200,000 rows in one AvailableNow query on 2 cores, docs/benchmark-investigations.md).
 `register` registers the data source with this directory prepended to the PYTHONPATH Spark gives
-its workers; the `sitecustomize` here then puts the same pyspark's installation, with its cached
-bytecode, ahead of the zip (and changes nothing when the versions differ or nothing is installed).
+its workers; the `sitecustomize` here then takes the zip off the path when the same pyspark is
+installed, so that installation's cached bytecode is used (and changes nothing when the versions
+differ or nothing is installed).
 Only the registered data source's workers get it: other Python functions of the session keep the
 environment they had.
 """
