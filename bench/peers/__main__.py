@@ -96,12 +96,14 @@ def run_all(args: argparse.Namespace, tmp: str, figures: Figures) -> None:
                 warm_up(spark, tmp, ends)
                 for size in args.sizes:
                     rows = clients.Rows(args.rows, size)
-                    run_size(spark, rows, args.repeat, tmp, ends, meters, figures)
-                run_latency(spark, args, tmp, ends, figures)
+                    run_size(spark, rows, args.repeat, tmp, ends, meters, figures, args.figures)
+                if "latency" in args.figures:
+                    run_latency(spark, args, tmp, ends, figures)
             finally:
                 spark.stop()
 
 
+FIGURES = ("produce", "consume", "source", "sink", "latency")
 topics: dict[str, Any] = {}  # system -> its name server address, LocalRocketMQ or bootstrap servers
 
 
@@ -143,19 +145,20 @@ def source_into(got: list[int], *args: Any) -> None:
 
 
 def run_size(spark: Any, rows: clients.Rows, repeat: int, tmp: str, ends: dict[str, Endpoint],
-             meters: dict[str, CpuMeter], figures: Figures) -> None:  # fmt: skip
+             meters: dict[str, CpuMeter], figures: Figures, wanted: frozenset[str]) -> None:  # fmt: skip
     """`repeat` rounds of every figure of one value size; in each round the systems run one after
     the other (A B A B ...), each round on topics of its own."""
     df = spark_figures.sink_frame(spark, rows.count, rows.size, QUEUES)
     try:
         for run in range(repeat):
-            one_round(spark, rows, run, tmp, ends, meters, figures, df)
+            one_round(spark, rows, run, tmp, ends, meters, figures, df, wanted)
     finally:
         df.unpersist()
 
 
 def one_round(spark: Any, rows: clients.Rows, run: int, tmp: str, ends: dict[str, Endpoint],
-              meters: dict[str, CpuMeter], figures: Figures, df: Any) -> None:  # fmt: skip
+              meters: dict[str, CpuMeter], figures: Figures, df: Any, wanted: frozenset[str]) -> None:  # fmt: skip
+    """One round of the `wanted` figures (produce always runs: the other figures read its rows)."""
     n, size = rows.count, rows.size
     batches = rows.batches()
     topic = f"peers-{size}-{run}"
@@ -167,14 +170,14 @@ def one_round(spark: Any, rows: clients.Rows, run: int, tmp: str, ends: dict[str
         r = timed(meters[system], n, partial(produce, system, topic, batches))
         figures.add("produce", system, r.pop("rate"), run, **r, **case)
     case["case"] = f"{size} B"
-    for system in brokers:
+    for system in brokers if "consume" in wanted else ():
         if system == "kafka":
             go = partial(clients.kafka_consume, topics["kafka"], topic, QUEUES, n)
         else:
             go = partial(clients.staticmq_consume, address(system), topic, n)
         r = timed(meters[system], n, go)
         figures.add("consume", system, r.pop("rate"), run, **r, **case)
-    for limit in (n // 4, None):
+    for limit in (n // 4, None) if "source" in wanted else ():
         mode = f"availableNow, maxOffsets {limit}" if limit else "availableNow, one batch"
         for system, end in ends.items():
             ck = f"{tmp}/ck/source-{system}-{size}-{limit}-{run}"
@@ -187,12 +190,12 @@ def one_round(spark: Any, rows: clients.Rows, run: int, tmp: str, ends: dict[str
             )
     per_trigger = RUNNING_PER_TRIGGER if n >= 4 * RUNNING_PER_TRIGGER else n // 4
     mode = f"running query, maxOffsets {per_trigger}"  # rows / time of micro-batches 2..N
-    for system, end in ends.items():
+    for system, end in ends.items() if "source" in wanted else ():
         ck = f"{tmp}/ck/running-{system}-{size}-{run}"
         got_rows, seconds, micro = spark_figures.running_run(spark, end, topic, ck, per_trigger)
         figures.add("source", system, got_rows / seconds, run, value_bytes=size, case=f"{size} B, {mode}",
                     mode=mode, batches=micro)  # fmt: skip
-    for system, end in ends.items():
+    for system, end in ends.items() if "sink" in wanted else ():
         # on RocketMQ both guarantees: exactly once (the default, transactional) and at least once
         deliveries = ("exactly-once", "at-least-once") if system == "staticmq-on-rocketmq" else ("exactly-once",)
         for delivery in deliveries:
@@ -254,8 +257,20 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", default="100,1024", help="value sizes in bytes, comma-separated; empty: the latency figure only"
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs of every figure, the systems interleaved (1)")
+    parser.add_argument(
+        "--figures",
+        default=",".join(FIGURES),
+        help=f"the figures to run, comma-separated, of {', '.join(FIGURES)} (all; produce always runs: "
+        "the others read its rows)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write every figure to FILE as a JSON list")
     args = parser.parse_args(argv)
+    asked = {v.strip() for v in args.figures.split(",") if v.strip()}
+    if not asked or asked - set(FIGURES):
+        parser.error(
+            f"--figures: {', '.join(sorted(asked - set(FIGURES))) or 'none given'}; known: {', '.join(FIGURES)}"
+        )
+    args.figures = frozenset(asked | {"produce"})
     args.rows = max(
         clients.BATCH, (args.rows or (200_000 if args.quick else 1_000_000)) // clients.BATCH * clients.BATCH
     )

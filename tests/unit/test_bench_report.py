@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from bench.peers.__main__ import main
 from bench.peers.report import Figures, paired_ratios, ratio_text, summary, table
 
 
@@ -34,3 +37,11 @@ def test_summary_keeps_every_run_and_gives_medians() -> None:
 def test_table_prints_the_paired_ratio() -> None:
     line = next(x for x in table(_figures().records).splitlines() if x.startswith("source"))
     assert "0.50x (0.50-0.50)" in line
+
+
+def test_peers_figures_option_names_an_unknown_figure(capsys: pytest.CaptureFixture[str]) -> None:
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--figures", "source,speed"])
+    assert exited.value.code == 2
+    assert "--figures: speed; known: produce, consume, source, sink, latency" in capsys.readouterr().err
