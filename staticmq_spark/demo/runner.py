@@ -98,11 +98,12 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
             ]
             medallion.wait_first_triggers(queries)
             log, remap_info, produce_s, sent_at = _produce_while_remapping(cluster, settings, brokers, echo)
-            started, drains = time.monotonic(), []
+            drained = []
             for query in queries:  # in pipeline order: each drains what the one before it wrote
                 query.processAllAvailable()
-                drains.append(time.monotonic() - started)
+                drained.append(time.time())
             progress = [p for p in queries[0].recentProgress if p["numInputRows"]]
+            drains = catch_up_seconds(sent_at[-1][0], landed_events(progress), drained)
             for query in queries:
                 query.stop()
             output = OutputRows.from_rows(
@@ -167,6 +168,16 @@ def _produce_while_remapping(
     return log, remap_info, elapsed, sent_at
 
 
+def catch_up_seconds(last_sent: float, landed: Sequence[tuple[float, int]], drained: Sequence[float]) -> list[float]:
+    """Seconds from the last event's send until bronze had landed it (the end of bronze's last
+    micro-batch with rows), then until each query after bronze had processed all before it
+    (`drained`: epoch seconds when its `processAllAvailable` returned, which waits for one more
+    trigger that finds nothing new)."""
+    if not landed:
+        raise ValueError("bronze landed no rows")
+    return [max(t for t, _ in landed) - last_sent, *(t - last_sent for t in drained[1:])]
+
+
 def _per_second(sent_at: list[tuple[float, int]], progress: Sequence[Any]) -> dict[str, Any]:
     """Rows produced and rows landed in bronze per second, from the first send to the last landing."""
     landed = landed_events(progress)
@@ -203,8 +214,8 @@ def _facts(
     drains: Sequence[float],
     progress: Sequence[Any],
 ) -> dict[str, Any]:
-    """`drains`: seconds from the last event until each query (bronze, silver/gold, results) had
-    processed everything before it."""
+    """`drains`: seconds from the last event's send until bronze landed it, then until each query
+    after it (silver/gold, results) had processed everything before it (`catch_up_seconds`)."""
     with PullConsumer(cluster.namesrv, **cluster.client_options) as consumer:
         offsets = {
             o.queue.queue_id: (o.min_offset, o.max_offset, o.queue.broker)
@@ -219,7 +230,7 @@ def _facts(
         "remap": remap_info.get("moved", {}),
         "produce_rate": round(log.sent / produce_s) if produce_s else 0,
         "stream_rows_per_s_peak": round(max(rates)) if rates else 0,
-        "stream_catch_up_s": round(drains[0], 1),  # bronze: the staticmq source
+        "stream_catch_up_s": round(drains[0], 1),  # bronze (the staticmq source) landed the last event
         "pipeline_catch_up_s": round(drains[-1], 1),  # down to the results topic
     }
 
@@ -242,7 +253,7 @@ def print_report(report: DemoReport, echo: Any = print) -> None:
         f"streaming peak {f.get('stream_rows_per_s_peak', 0):,} rows/s"
     )
     echo(
-        f"caught up:    bronze {f.get('stream_catch_up_s', 0)} s after the last event; "
+        f"caught up:    bronze {f.get('stream_catch_up_s', 0)} s after the last event was sent; "
         f"silver/gold and the results topic {f.get('pipeline_catch_up_s', 0)} s"
     )
     if f.get("produced_per_s"):

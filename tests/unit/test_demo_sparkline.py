@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from staticmq_spark.demo.runner import catch_up_seconds
 from staticmq_spark.demo.sparkline import columns, landed_events, per_second, report_lines, sparkline
 
 
@@ -25,3 +28,10 @@ def test_bars_share_one_scale_and_long_runs_fold_into_columns() -> None:
     assert lines[0].startswith("per second") and "peak 24" in lines[0]
     assert lines[1] == "  produced |▃▃▃|" and lines[2] == "  landed   |  █|"
     assert report_lines([1] * 120, [1] * 120)[0].startswith("per 2 seconds")
+
+
+def test_bronze_catch_up_runs_from_the_last_send_to_the_end_of_its_last_batch_with_rows() -> None:
+    landed = [(100.5, 500), (103.25, 700), (102.0, 300)]  # (end of a micro-batch, rows)
+    assert catch_up_seconds(100.0, landed, [104.0, 109.5, 111.0]) == [3.25, 9.5, 11.0]
+    with pytest.raises(ValueError, match="bronze landed no rows"):
+        catch_up_seconds(100.0, [], [104.0])
