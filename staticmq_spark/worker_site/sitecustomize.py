@@ -57,12 +57,27 @@ def prefer_installed(path: list[str]) -> list[str]:
 
 
 def _run_next_sitecustomize() -> None:
-    others = [e for e in sys.path if os.path.abspath(e or ".") != _HERE]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
-    if spec is None or spec.loader is None:
-        return
+    """The first `sitecustomize` on the path after this one that is not a copy of this one."""
+    skipped = {_HERE}
+    while True:
+        others = [e for e in sys.path if os.path.abspath(e or ".") not in skipped]
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+        if spec is None or spec.loader is None or spec.origin is None:
+            return
+        if not _is_a_copy(spec.origin):
+            break
+        skipped.add(os.path.dirname(os.path.abspath(spec.origin)))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+
+
+def _is_a_copy(origin: str) -> bool:
+    """Whether `origin` is this file (another install of staticmq on the same path)."""
+    try:
+        with open(origin, "rb") as other, open(__file__, "rb") as this:
+            return other.read() == this.read()
+    except OSError:
+        return False
 
 
 sys.path[:] = prefer_installed(sys.path)

@@ -65,3 +65,16 @@ def test_worker_environment_puts_the_worker_site_first_and_keeps_the_rest() -> N
         "PYTHONPATH": os.pathsep.join([WORKER_SITE, "/a", "/b"]),
     }
     assert worker_environment({}) == {"PYTHONPATH": WORKER_SITE}
+
+
+def test_a_second_copy_of_the_worker_site_on_the_path_is_skipped_and_the_next_sitecustomize_runs(
+    tmp_path: Path,
+) -> None:
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "sitecustomize.py").write_text(Path(WORKER_SITE, "sitecustomize.py").read_text())
+    (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.OTHER_SITE_RAN = True\n")
+    code = (
+        "import builtins, pyspark; print(getattr(builtins, 'OTHER_SITE_RAN', False)); print('.zip' in pyspark.__file__)"
+    )
+    assert worker_imports(PYSPARK_ZIP, WORKER_SITE, copy, tmp_path, code=code) == ["True", "False"]
