@@ -15,6 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.data_source import StaticMQDataSource
+from staticmq_spark.worker_site import register
 from tests.support.spark import by_queue, new_topic, produce, source
 
 pytestmark = pytest.mark.spark
@@ -109,9 +110,13 @@ def test_staticmq_format_works_in_a_fresh_session_without_registration(cluster) 
 
 def test_explicit_registration_also_works(spark, cluster) -> None:
     spark.dataSource.register(StaticMQDataSource)
-    topic = new_topic(cluster.namesrv, 2)
-    produce(cluster.namesrv, topic, 20)
-    assert spark.read.format("staticmq").option("namesrv", cluster.namesrv).option("topic", topic).load().count() == 20
+    try:
+        topic = new_topic(cluster.namesrv, 2)
+        produce(cluster.namesrv, topic, 20)
+        reader = spark.read.format("staticmq").option("namesrv", cluster.namesrv).option("topic", topic)
+        assert reader.load().count() == 20
+    finally:
+        register(spark, StaticMQDataSource)  # as the shared session's configure_spark registered it
 
 
 def test_properties_tags_and_diagnostic_columns_are_read(spark, cluster) -> None:

@@ -10,6 +10,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from staticmq_spark import configure_spark
+from staticmq_spark.data_source import StaticMQDataSource
 from staticmq_spark.worker_site import WORKER_SITE, register
 
 
@@ -73,5 +75,7 @@ def test_a_query_runner_imports_the_installed_pyspark_when_registered_through_wo
 
 
 def test_configure_spark_registers_staticmq_with_the_worker_site_on_its_workers_path(spark) -> None:
+    spark.dataSource.register(StaticMQDataSource)  # plainly, as another test or a user may have
+    assert configure_spark(SparkSession.builder).getOrCreate() is spark  # registers it again
     source = spark._jsparkSession.sessionState().dataSourceManager().lookupDataSource("staticmq")
     assert str(source.dataSourceCls().envVars().get("PYTHONPATH")).split(":")[0] == WORKER_SITE
