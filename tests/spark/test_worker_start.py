@@ -61,8 +61,7 @@ def runner_pyspark(spark: SparkSession, source: str, checkpoint: str) -> str:
     )
     try:
         query.processAllAvailable()
-        end = query.lastProgress["sources"][0]["endOffset"]
-        return str((json.loads(end) if isinstance(end, str) else end)["pyspark"])
+        return str(json.loads(query.lastProgress["sources"][0]["endOffset"])["pyspark"])
     finally:
         query.stop()
 

@@ -9,6 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import py4j
 import pyspark
 
 from staticmq_spark.worker_site import WORKER_SITE, worker_environment
@@ -30,7 +31,7 @@ def worker_imports(
 def test_a_worker_imports_the_installed_pyspark_and_py4j_instead_of_their_zips() -> None:
     assert all(".zip" in line for line in worker_imports(PYSPARK_ZIP, PY4J_ZIP))  # Spark's path alone
     found = worker_imports(PYSPARK_ZIP, PY4J_ZIP, WORKER_SITE)
-    assert found == [str(Path(pyspark.__file__)), str(Path(sys.modules["py4j"].__file__ or ""))]
+    assert found == [str(Path(pyspark.__file__)), str(Path(py4j.__file__ or ""))]
     assert not any(".zip" in line for line in found)
 
 
