@@ -18,7 +18,8 @@ from staticmq_spark.errors import InvalidArgumentError, QueueNotFoundError, Stat
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.row_decode import validate_batch
-from staticmq_spark.protocol.tag_filter import parse_tag_expression
+from staticmq_spark.protocol.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.tag_filter import filter_codes
 from staticmq_spark.protocol.topic import TopicConfig
 
 
@@ -144,7 +145,7 @@ class MessageService:
         The query is within the pull limits already (`limit`)."""
         max_messages, max_bytes = query.max_messages, query.max_bytes
         tags = parse_tag_expression(query.subscription)
-        codes = None if tags.takes_all else tags.codes()
+        codes = None if tags.takes_all else filter_codes(tags)
         result = self._store.read(query.topic, query.queue_id, query.offset, max_messages, max_bytes, codes)
         if result.pull_status is not PullStatus.NO_NEW_MESSAGE or query.wait_ms <= 0:
             metrics.record_out(query.topic, result.count, len(result.data))

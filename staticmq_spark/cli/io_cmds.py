@@ -22,7 +22,7 @@ from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
 from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.route_view import QueueAddress
-from staticmq_spark.protocol.tag_filter import parse_tag_expression
+from staticmq_spark.protocol.tag_expression import parse_tag_expression
 
 FIELDS = (
     "topic",

@@ -10,7 +10,8 @@ from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import ClientSecurity, PullResult, QueueAddress, QueueOffsets
 from staticmq_spark.closing import Closeable
 from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.protocol.tag_filter import parse_tag_expression
+from staticmq_spark.protocol.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.tag_filter import tag_matches
 
 __all__ = ["PullConsumer", "QueueOffsets"]
 
@@ -65,7 +66,7 @@ class PullConsumer(Closeable):
         )
         if wanted.takes_all or result.batch.num_rows == 0:
             return result
-        return replace(result, batch=result.batch.filter(wanted.matches(result.batch.column("tags"))))
+        return replace(result, batch=result.batch.filter(tag_matches(wanted, result.batch.column("tags"))))
 
     def offsets(self, topic: str) -> list[QueueOffsets]:
         """min/max offsets of every queue (logic offsets on a static topic)."""

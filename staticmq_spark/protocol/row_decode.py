@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidBatchError
 from staticmq_spark.protocol.codec import (
@@ -35,11 +34,7 @@ def parse_headers(batch: PackedBatch) -> npt.NDArray[Any]:
     total = int(sizes.sum(dtype=np.int64))
     if total != len(batch.data):
         raise InvalidBatchError(f"batch sizes add up to {total} bytes but the data is {len(batch.data)} bytes")
-    rows = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), n, [None, pa.py_buffer(batch.row_starts()), pa.py_buffer(batch.data)]
-    )
-    heads = pc.binary_slice(rows, 0, HEADER_SIZE)  # every row has at least HEADER_SIZE bytes (checked above)
-    header = np.frombuffer(heads.buffers()[2], dtype=HEADER_DTYPE, count=n)
+    header = np.frombuffer(_header_bytes(batch), dtype=HEADER_DTYPE, count=n)
     lens = [header[f].astype(np.int64) for f in ("key_len", "tags_len", "body_len", "props_len")]
     bad = (header["flags"] & ~np.uint32(KNOWN_FLAGS)) != 0
     for arr in lens:
@@ -107,6 +102,22 @@ def tags_of(batch: PackedBatch) -> pa.Array:
     return _pieces(batch, header).take(pa.array(idx)).cast(pa.binary())
 
 
+def _header_bytes(batch: PackedBatch) -> pa.Buffer:
+    """Every row's first HEADER_SIZE bytes, back to back (each row has at least that many: checked
+    before). Two pieces per row, [start, start + HEADER_SIZE) and the rest, keep the offsets
+    monotonic; taking the even ones copies the headers alone."""
+    n = batch.count
+    starts = batch.row_starts()
+    bounds = np.empty(2 * n + 1, dtype=np.int64)
+    bounds[0::2] = starts
+    bounds[1::2] = starts[:-1] + HEADER_SIZE
+    halves = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(batch.data)]
+    )
+    heads = halves.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    return heads.buffers()[2]
+
+
 def _pieces(batch: PackedBatch, header: npt.NDArray[Any]) -> pa.Array:
     """A large_binary array of 5 pieces per row (header, key, tags, body, props), zero-copy."""
     n = batch.count
@@ -127,8 +138,12 @@ def _nullable_text(values: pa.Array, present: npt.NDArray[Any]) -> pa.Array:
     text = values.cast(pa.string())
     if bool(np.all(present)):
         return text
-    mask = pa.array(present != 0)
-    return pc.if_else(mask, text, pa.scalar(None, pa.string()))
+    valid = present != 0
+    # a validity bitmap over the same buffers (its bits count from the array's offset too)
+    bits = np.concatenate([np.ones(text.offset, dtype=bool), valid]) if text.offset else valid
+    validity = pa.py_buffer(np.packbits(bits, bitorder="little"))
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    return pa.StringArray.from_buffers(len(text), text.buffers()[1], text.buffers()[2], validity, nulls, text.offset)
 
 
 def _split_properties(props: pa.Array) -> pa.Array:

@@ -15,7 +15,8 @@ from staticmq_spark.backends import ClusterReader, PullStatus, shared_backend
 from staticmq_spark.backends.types import MessageColumns
 from staticmq_spark.errors import DataLossError
 from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
-from staticmq_spark.protocol.tag_filter import TagFilter, parse_tag_expression
+from staticmq_spark.protocol.tag_expression import TagFilter, parse_tag_expression
+from staticmq_spark.protocol.tag_filter import tag_matches
 from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
 
@@ -107,7 +108,7 @@ def _matching(messages: MessageColumns, wanted: TagFilter, limit: int) -> Messag
     """The first `limit` messages whose tag passes the filter (a broker filters by tag code, which
     two tags can share, and keeps messages stored before tag codes existed)."""
     head = messages.columns.slice(0, limit)
-    mask = wanted.matches(head.column("tags"))
+    mask = tag_matches(wanted, head.column("tags"))
     keep = np.asarray(mask, dtype=bool)
     return MessageColumns(
         head.filter(mask), messages.queue_offsets[:limit][keep], messages.store_timestamps[:limit][keep]

@@ -21,7 +21,7 @@ from staticmq_spark.option_table import (
 )
 from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.protocol.names import validate_group, validate_topic
-from staticmq_spark.protocol.tag_filter import parse_tag_expression
+from staticmq_spark.protocol.tag_expression import parse_tag_expression
 
 EARLIEST = -2
 LATEST = -1

@@ -5,10 +5,11 @@ cannot cache the bytecode of modules imported from a zip, so every new worker co
 sources again: about 1 CPU-second, paid by each streaming query's source runner. When the
 interpreter has the same pyspark (or py4j) installed, this takes the zip off the path, so that
 installation and its cached bytecode are used (and Python 3.11 does not read the zip's directory
-again, 14 ms, each time a worker's path changes). The same: the zip is the one pip installed inside
-that package (`pyspark/python/lib/`), or its `version.py` is byte for byte the installed one.
-Anything else (no installation, another version, no zip) leaves the path as Spark made it. Then
-the next `sitecustomize` on the path, if any, runs as it would have without this one.
+again, 14 ms, each time a worker's path changes or pyspark invalidates the import caches). The
+same: the zip is the one pip installed inside that package (`pyspark/python/lib/`), or its
+`version.py` is byte for byte the installed one. Anything else (no installation, another version,
+no zip) leaves the path as Spark made it. Then the next `sitecustomize` on the path, if any, runs
+as it would have without this one.
 """
 
 from __future__ import annotations
@@ -80,5 +81,15 @@ def _is_a_copy(origin: str) -> bool:
         return False
 
 
-sys.path[:] = prefer_installed(sys.path)
+def _forget_finders(entries: set[str]) -> None:
+    """Drop the import finders cached for path entries taken off the path: the site's `.pth`
+    imports ran before this module and searched the zips, and `importlib.invalidate_caches()`,
+    which pyspark's workers call at their start, would read each cached zip's directory again."""
+    for entry in entries:
+        sys.path_importer_cache.pop(entry, None)
+
+
+_kept = prefer_installed(sys.path)
+_forget_finders(set(sys.path) - set(_kept))
+sys.path[:] = _kept
 _run_next_sitecustomize()

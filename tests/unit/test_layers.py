@@ -178,6 +178,21 @@ def test_nothing_above_the_seam_imports_a_wire_or_a_backend_implementation() -> 
     assert not wire_imports_above_the_seam(_all_sources())
 
 
+def backend_imports_above_the_seam(sources: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(backend module, what it imports from above the seam): the seam's users sit on top of it."""
+    return sorted(
+        (name, imported)
+        for name, src in sources.items()
+        if _under(name, ("staticmq_spark.backends",))
+        for imported in _imports(src)
+        if _under(imported, ABOVE_SEAM)
+    )
+
+
+def test_no_backend_imports_the_client_source_sink_or_anything_else_above_the_seam() -> None:
+    assert not backend_imports_above_the_seam(_all_sources())
+
+
 def lazy_third_party(sources: Mapping[str, str]) -> set[tuple[str, str]]:
     """(module, top-level package) of each third-party import written inside a function."""
     ours = ("staticmq_spark", "broker_stub")
@@ -207,3 +222,7 @@ def test_the_layer_checks_fail_on_a_planted_import() -> None:
     found = wire_imports_above_the_seam(planted_wire)
     assert ("staticmq_spark.sink.writer", "staticmq_spark.backends.staticmq") in found
     assert ("staticmq_spark.source.executor", "grpc") in found
+    planted_upward = dict(sources)
+    planted_upward["staticmq_spark.backends.rocketmq.reader"] += "\nfrom staticmq_spark.client import Admin\n"
+    upward = backend_imports_above_the_seam(planted_upward)
+    assert ("staticmq_spark.backends.rocketmq.reader", "staticmq_spark.client") in upward

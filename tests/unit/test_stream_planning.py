@@ -4,6 +4,8 @@ requests to the brokers per trigger), and from new ones for any other end (a res
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -119,3 +121,21 @@ def test_queue_partitions_with_messages_keeps_one_task_when_no_queue_has_any(clu
     start = reader.initialOffset()
     parts = reader.partitions(start, start)
     assert len(parts) == 1 and _rows(parts) == []
+
+
+@pytest.mark.parametrize("scheme", ["staticmq", "rocketmq"])
+def test_a_query_planning_process_loads_no_arrow_compute_kernels_no_pandas_and_no_sink(scheme: str) -> None:
+    """pyspark's per-query source runner imports the data source, builds the stream reader and
+    opens a backend: Arrow's compute kernels (about 50 ms to import), pandas (0.3 s, pulled in by
+    the first `pa.array` call) and the sinks are what read tasks and writers need, not planning."""
+    code = (
+        "import sys\n"
+        "from staticmq_spark.data_source import StaticMQDataSource\n"
+        "from staticmq_spark.backends.registry import backend_class\n"
+        "ds = StaticMQDataSource({'namesrv': '127.0.0.1:1', 'topic': 't', 'subscription': 'a || b'})\n"
+        "ds.streamReader(ds.schema())\n"
+        f"backend_class({scheme!r})\n"
+        "print(sorted(m for m in sys.modules if m in ('pyarrow.compute', 'pandas') or 'sink' in m))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -35,6 +35,14 @@ def test_a_worker_imports_the_installed_pyspark_and_py4j_instead_of_their_zips()
     assert not any(".zip" in line for line in found)
 
 
+def test_a_zip_taken_off_the_path_leaves_no_cached_finder_for_invalidate_caches_to_read_again() -> None:
+    code = (
+        "import sys, importlib; importlib.invalidate_caches()\n"
+        "print(sorted(k for k in sys.path_importer_cache if k.endswith('.zip')))"
+    )
+    assert worker_imports(PYSPARK_ZIP, PY4J_ZIP, WORKER_SITE, code=code) == ["[]"]
+
+
 def test_a_zipped_pyspark_of_another_version_stays_first(tmp_path: Path) -> None:
     other = tmp_path / "pyspark.zip"
     with zipfile.ZipFile(other, "w") as archive:

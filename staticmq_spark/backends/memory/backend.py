@@ -30,7 +30,7 @@ from staticmq_spark.errors import BrokerNotFoundError, NotFoundError, Unsupporte
 from staticmq_spark.mapping import ConsistencyReport, chain_lag, check_states, logic_bounds
 from staticmq_spark.protocol.codec import DECODED_SCHEMA
 from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
-from staticmq_spark.protocol.tag_filter import parse_tag_expression
+from staticmq_spark.protocol.tag_expression import parse_tag_expression
 from staticmq_spark.protocol.topic import TopicConfig
 
 

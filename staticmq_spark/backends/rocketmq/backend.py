@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pyarrow as pa
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, ProducerSettings, TaskWrite
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
-from staticmq_spark.backends.rocketmq.direct_sink import write_direct
-from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
-from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
-from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
 from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, WriteSettings
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
+
+# The sinks, producer and pull consumer are imported where they are first used: a source's
+# planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
+if TYPE_CHECKING:
+    from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
+    from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
+    from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
 
 # Producer settings a RocketMQ producer cannot honour, with their defaults: one set otherwise is
 # refused. (active_detection and detection_interval_s tune staticmq's probing of brokers for keyless
@@ -41,6 +44,8 @@ class RocketMQSink:
         self._lock = threading.Lock()
 
     def producer(self) -> RocketMQProducer:
+        from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
+
         with self._lock:
             if self._producer is None:
                 s = self._security
@@ -50,6 +55,8 @@ class RocketMQSink:
     def write_task(
         self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
     ) -> TaskWrite:
+        from staticmq_spark.backends.rocketmq.direct_sink import write_direct
+
         return write_direct(self.producer(), settings, writer, batch, partition, batches)
 
     def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
@@ -96,6 +103,8 @@ class RocketMQBackend:
             if delivery != EXACTLY_ONCE:
                 raise InvalidArgumentError(f"delivery guarantee {delivery!r}: use {EXACTLY_ONCE} or {AT_LEAST_ONCE}")
             if self._transactional is None:
+                from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
+
                 self._transactional = RocketMQTransactionalSink(self._client())
             return self._transactional
 
@@ -103,6 +112,8 @@ class RocketMQBackend:
         return RocketMQAdmin(RocketMQReader(self.address, self._client(timeout_s)))
 
     def producer(self, settings: ProducerSettings) -> RocketMQProducer:
+        from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
+
         differs = sorted(k for k, v in _STATICMQ_ONLY_PRODUCER.items() if getattr(settings, k) != v)
         if differs:
             raise InvalidArgumentError(
@@ -120,6 +131,8 @@ class RocketMQBackend:
         )
 
     def pull_consumer(self, *, group: str = "", request_timeout_s: float = 15.0) -> RocketMQPullConsumer:
+        from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
+
         s = self.security
         return RocketMQPullConsumer(
             self.address, group=group, request_timeout_s=request_timeout_s, credentials=s.credentials, tls_ca=s.tls_ca

@@ -12,8 +12,7 @@ from staticmq_spark.backends.address import ClusterAddress, parse_address
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import DEFAULT_PULL_GROUP, RemotingClient, rocketmq_credentials
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
-from staticmq_spark.backends.types import PullResult, empty_pulled_batch, pulled_columns
-from staticmq_spark.client.pull_consumer import QueueOffsets
+from staticmq_spark.backends.types import PullResult, QueueOffsets, empty_pulled_batch, pulled_columns
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import QueueNotFoundError
 from staticmq_spark.protocol.auth import Credentials

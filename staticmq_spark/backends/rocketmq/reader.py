@@ -19,7 +19,6 @@ from staticmq_spark.backends.retry import backoff_s, retry_read
 from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode
 from staticmq_spark.backends.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError
 from staticmq_spark.backends.rocketmq.routes import TopicRoute
-from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
 from staticmq_spark.mapping import Chain
@@ -124,6 +123,8 @@ class RocketMQReader:
             self._pull_ahead(
                 topic, bname, target, queue, answer.next_offset, min(max_messages, until - answer.next_offset)
             )
+        from staticmq_spark.backends.rocketmq.stored_messages import decode_stored  # read tasks only: Arrow kernels
+
         stored = decode_stored(answer.body, properties=include_properties)
         return PhysicalRead(answer.status, answer.next_offset, stored)
 

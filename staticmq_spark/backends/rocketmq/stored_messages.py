@@ -7,6 +7,7 @@ body and properties are zero-copy slices of the pulled buffer.
 
 from __future__ import annotations
 
+import functools
 import zlib
 
 import numpy as np
@@ -87,7 +88,13 @@ SYSTEM_PROPERTIES = frozenset(
 )
 
 I64 = npt.NDArray[np.int64]
-_SYSTEM_NAMES = pa.array(sorted(SYSTEM_PROPERTIES), pa.string())
+
+
+@functools.cache
+def _system_names() -> pa.Array:
+    """SYSTEM_PROPERTIES as Arrow, built on first use: `pa.array` imports pandas when it is
+    installed (0.3 s), which a query's planning process, importing this module, never needs."""
+    return pa.array(sorted(SYSTEM_PROPERTIES), pa.string())
 
 
 def record_starts(body: bytes) -> I64:
@@ -209,7 +216,7 @@ def _split_properties(props: pa.Array, *, user: bool) -> tuple[pa.Array, pa.Arra
     tags = _scatter_named(names, values, owner, "TAGS", n)
     if not user:
         return key, tags, _empty_maps(n)
-    keep = np.asarray(pc.invert(pc.is_in(names, _SYSTEM_NAMES)), dtype=bool) & np.asarray(
+    keep = np.asarray(pc.invert(pc.is_in(names, _system_names())), dtype=bool) & np.asarray(
         pc.not_equal(names, ""), dtype=bool
     )
     offsets = np.zeros(n + 1, dtype=np.int32)
