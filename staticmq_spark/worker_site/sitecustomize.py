@@ -9,7 +9,8 @@ again, 14 ms, each time a worker's path changes or pyspark invalidates the impor
 same: the zip is the one pip installed inside that package (`pyspark/python/lib/`), or its
 `version.py` is byte for byte the installed one. Anything else (no installation, another version,
 no zip) leaves the path as Spark made it. Then the next `sitecustomize` on the path, if any, runs
-as it would have without this one.
+as it would have without this one. With the zipped pyspark gone, so are that Spark installation's
+jars on the path (Spark adds spark-core's jar; Python reads a jar's directory like a zip's).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def _same_version(zip_path: str, package: str, version_file: str) -> bool:
 
 
 def prefer_installed(path: list[str]) -> list[str]:
-    """`path` without each zipped pyspark/py4j whose same version is installed on it."""
+    """`path` without each zipped pyspark/py4j whose same version is installed on it, and
+    without the jars of the Spark installation whose `pyspark.zip` that was."""
     result = list(path)
     for prefix, package in _ZIPPED:
         zips = [e for e in result if os.path.basename(e).startswith(prefix) and e.endswith(".zip")]
@@ -54,7 +56,20 @@ def prefer_installed(path: list[str]) -> list[str]:
         version_file = _installed_version_file(package, rest)
         if version_file is not None and all(_same_version(z, package, version_file) for z in zips):
             result = rest
+            if package == "pyspark":
+                result = _without_spark_jars(result, zips)
     return result
+
+
+def _without_spark_jars(path: list[str], pyspark_zips: list[str]) -> list[str]:
+    """Spark also puts its own spark-core jar on a worker's path (`SparkContext.jarOfObject`, for
+    builds that bundled pyspark in it). A jar is a zip of thousands of classes: Python reads its
+    directory, about 60 ms, at the first import that searches it and again at each
+    `importlib.invalidate_caches()`. With pyspark's zip of the same installation replaced by the
+    installed pyspark, its jars hold nothing Python needs."""
+    homes = {os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(z)))) for z in pyspark_zips}
+    jar_dirs = {os.path.join(home, "jars") for home in homes}
+    return [e for e in path if not (e.endswith(".jar") and os.path.dirname(os.path.abspath(e)) in jar_dirs)]
 
 
 def _run_next_sitecustomize() -> None:

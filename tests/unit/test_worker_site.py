@@ -17,6 +17,7 @@ from staticmq_spark.worker_site import WORKER_SITE, worker_environment
 SPARK_LIB = Path(pyspark.__file__).parent / "python" / "lib"
 PYSPARK_ZIP = SPARK_LIB / "pyspark.zip"
 PY4J_ZIP = next(SPARK_LIB.glob("py4j-*.zip"))
+SPARK_CORE_JAR = next((Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar"))
 
 
 def worker_imports(
@@ -38,9 +39,19 @@ def test_a_worker_imports_the_installed_pyspark_and_py4j_instead_of_their_zips()
 def test_a_zip_taken_off_the_path_leaves_no_cached_finder_for_invalidate_caches_to_read_again() -> None:
     code = (
         "import sys, importlib; importlib.invalidate_caches()\n"
-        "print(sorted(k for k in sys.path_importer_cache if k.endswith('.zip')))"
+        "print(sorted(k for k in sys.path_importer_cache if k.endswith(('.zip', '.jar'))))"
     )
-    assert worker_imports(PYSPARK_ZIP, PY4J_ZIP, WORKER_SITE, code=code) == ["[]"]
+    assert worker_imports(SPARK_CORE_JAR, PYSPARK_ZIP, PY4J_ZIP, WORKER_SITE, code=code) == ["[]"]
+
+
+def test_the_spark_core_jar_spark_adds_leaves_the_path_with_its_installations_pyspark_zip(tmp_path: Path) -> None:
+    jars = "import sys; print([p for p in sys.path if p.endswith('.jar')])"
+    assert worker_imports(SPARK_CORE_JAR, PYSPARK_ZIP, PY4J_ZIP, WORKER_SITE, code=jars) == ["[]"]
+    other = tmp_path / "pyspark.zip"  # another Spark's pyspark: its path stays as Spark made it
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("pyspark/__init__.py", "")
+        archive.writestr("pyspark/version.py", '__version__: str = "0.0.1"\n')
+    assert worker_imports(SPARK_CORE_JAR, other, WORKER_SITE, code=jars) == [str([str(SPARK_CORE_JAR)])]
 
 
 def test_a_zipped_pyspark_of_another_version_stays_first(tmp_path: Path) -> None:
