@@ -15,6 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.mapping.views import BrokerState, PhysicalBounds
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.ack_outcomes import AckOutcome
 from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.protocol.codec import DECODED_SCHEMA
@@ -99,17 +100,17 @@ PULLED_SCHEMA = pa.schema(
 
 
 def empty_pulled_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in PULLED_SCHEMA], schema=PULLED_SCHEMA)
+    return pa.RecordBatch.from_arrays([arrays.empty(f.type) for f in PULLED_SCHEMA], schema=PULLED_SCHEMA)
 
 
 def pulled_columns(messages: MessageColumns, offset_delta: int) -> pa.RecordBatch:
     """Decoded messages (any backend) as PULLED_SCHEMA: logic offset first, physical last."""
     physical = messages.queue_offsets
     columns = [
-        pa.array(physical + offset_delta, pa.int64()),
+        arrays.numbers(np.asarray(physical + offset_delta, dtype=np.int64)),
         *messages.columns.columns,
-        pa.array(messages.store_timestamps, pa.int64()),
-        pa.array(physical, pa.int64()),
+        arrays.numbers(np.asarray(messages.store_timestamps, dtype=np.int64)),
+        arrays.numbers(np.asarray(physical, dtype=np.int64)),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=PULLED_SCHEMA)
 

@@ -9,6 +9,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.errors import InvalidBatchError
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.codec import (
     DECODED_SCHEMA,
     FLAG_KEY,
@@ -71,7 +72,7 @@ def validate_batch(batch: PackedBatch, max_message_bytes: int) -> npt.NDArray[An
     except pa.ArrowInvalid as exc:
         raise InvalidBatchError(f"a key, tag or property is not valid UTF-8: {exc}") from None
     if header["props_len"].any():  # else every row has no property: nothing to split
-        _split_properties(pieces.take(pa.array(np.arange(n, dtype=np.int64) * PARTS + 4)))
+        _split_properties(pieces.take(arrays.numbers(np.arange(n, dtype=np.int64) * PARTS + 4)))
     return header
 
 
@@ -82,16 +83,16 @@ def decode_batch(batch: PackedBatch, *, properties: bool = True) -> pa.RecordBat
     pieces = _pieces(batch, header)
     n = batch.count
     idx = np.arange(n, dtype=np.int64) * PARTS
-    key = _nullable_text(pieces.take(pa.array(idx + 1)), header["flags"] & FLAG_KEY)
-    tags = _nullable_text(pieces.take(pa.array(idx + 2)), header["flags"] & FLAG_TAGS)
-    body = pieces.take(pa.array(idx + 3)).cast(pa.binary())
+    key = _nullable_text(pieces.take(arrays.numbers(idx + 1)), header["flags"] & FLAG_KEY)
+    tags = _nullable_text(pieces.take(arrays.numbers(idx + 2)), header["flags"] & FLAG_TAGS)
+    body = pieces.take(arrays.numbers(idx + 3)).cast(pa.binary())
     if properties:
-        props = _split_properties(pieces.take(pa.array(idx + 4)))
+        props = _split_properties(pieces.take(arrays.numbers(idx + 4)))
     else:
         props = pa.MapArray.from_arrays(
-            pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
+            arrays.numbers(np.zeros(n + 1, dtype=np.int32)), arrays.empty(pa.string()), arrays.empty(pa.string())
         )
-    born = pa.array(header["born_timestamp"].astype(np.int64), type=pa.int64())
+    born = arrays.numbers(header["born_timestamp"].astype(np.int64))
     return pa.RecordBatch.from_arrays([key, tags, body, props, born], schema=DECODED_SCHEMA)
 
 
@@ -99,7 +100,7 @@ def tags_of(batch: PackedBatch) -> pa.Array:
     """The batch's tag column alone (binary, empty where a row has none), zero-copy."""
     header = parse_headers(batch)
     idx = np.arange(batch.count, dtype=np.int64) * PARTS + 2
-    return _pieces(batch, header).take(pa.array(idx)).cast(pa.binary())
+    return _pieces(batch, header).take(arrays.numbers(idx)).cast(pa.binary())
 
 
 def _header_bytes(batch: PackedBatch) -> pa.Buffer:
@@ -114,7 +115,7 @@ def _header_bytes(batch: PackedBatch) -> pa.Buffer:
     halves = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(batch.data)]
     )
-    heads = halves.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    heads = halves.take(arrays.numbers(np.arange(0, 2 * n, 2, dtype=np.int64)))
     return heads.buffers()[2]
 
 
@@ -154,7 +155,7 @@ def _split_properties(props: pa.Array) -> pa.Array:
     data_buf = props.buffers()[2]
     if po[-1] == 0:
         return pa.MapArray.from_arrays(
-            pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
+            arrays.numbers(np.zeros(n + 1, dtype=np.int32)), arrays.empty(pa.string()), arrays.empty(pa.string())
         )
     base = int(np.frombuffer(props.buffers()[1], dtype=np.int64, count=1)[0])
     raw = np.frombuffer(data_buf, dtype=np.uint8, count=base + int(po[-1]))[base:]
@@ -175,8 +176,8 @@ def _split_properties(props: pa.Array) -> pa.Array:
         [None, pa.py_buffer(bounds), pa.py_buffer(raw)],
     )
     m = len(starts)
-    keys = spans.take(pa.array(np.arange(0, 2 * m, 4, dtype=np.int64))).cast(pa.string())
-    values = spans.take(pa.array(np.arange(2, 2 * m, 4, dtype=np.int64))).cast(pa.string())
+    keys = spans.take(arrays.numbers(np.arange(0, 2 * m, 4, dtype=np.int64))).cast(pa.string())
+    values = spans.take(arrays.numbers(np.arange(2, 2 * m, 4, dtype=np.int64))).cast(pa.string())
     map_offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(per_row // 2, out=map_offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(map_offsets), keys, values)
+    return pa.MapArray.from_arrays(arrays.numbers(map_offsets), keys, values)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.hashing import murmur3_32_many
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.tag_expression import TagFilter
 
 # Consume-queue entry codes (the entry's int32 `flags`): UNKNOWN for entries written before tag
@@ -32,15 +33,16 @@ def filter_codes(wanted: TagFilter) -> Int32Array:
     """The consume-queue codes a broker keeps for a filter (UNKNOWN entries are kept too)."""
     if wanted.tags is None:
         raise InvalidArgumentError("a filter that takes every message has no codes")
-    return tag_codes(pa.array(sorted(wanted.tags), pa.string()))
+    return tag_codes(arrays.strings(sorted(wanted.tags)))
 
 
 def tag_matches(wanted: TagFilter, tags: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Which messages (by their tag column) pass the filter exactly."""
     if wanted.tags is None:
-        return pa.array(np.ones(len(tags), dtype=bool))
-    keep = pc.is_in(tags, value_set=pa.array(sorted(wanted.tags), pa.string()))
-    return keep.fill_null(False) if isinstance(keep, pa.Array) else keep.combine_chunks().fill_null(False)
+        return arrays.flags(np.ones(len(tags), dtype=bool))
+    column = tags if isinstance(tags, pa.Array) else tags.combine_chunks()
+    keep = pc.is_in(column, value_set=arrays.strings(sorted(wanted.tags)))  # a null tag is not in the set
+    return keep if not keep.null_count else pc.coalesce(keep, arrays.flags(np.zeros(len(keep), dtype=bool)))
 
 
 def tag_codes(tags: pa.Array | pa.ChunkedArray) -> Int32Array:

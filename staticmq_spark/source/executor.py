@@ -14,6 +14,7 @@ import pyarrow as pa
 from staticmq_spark.backends import ClusterReader, PullStatus, shared_backend
 from staticmq_spark.backends.types import MessageColumns
 from staticmq_spark.errors import DataLossError
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.protocol.tag_expression import TagFilter, parse_tag_expression
 from staticmq_spark.protocol.tag_filter import tag_matches
@@ -109,7 +110,7 @@ def _matching(messages: MessageColumns, wanted: TagFilter, limit: int) -> Messag
     two tags can share, and keeps messages stored before tag codes existed)."""
     head = messages.columns.slice(0, limit)
     mask = tag_matches(wanted, head.column("tags"))
-    keep = np.asarray(mask, dtype=bool)
+    keep = arrays.flag_values(mask)
     return MessageColumns(
         head.filter(mask), messages.queue_offsets[:limit][keep], messages.store_timestamps[:limit][keep]
     )

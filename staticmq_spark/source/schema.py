@@ -18,6 +18,7 @@ from pyspark.sql.types import (
 )
 
 from staticmq_spark.backends.types import MessageColumns
+from staticmq_spark.protocol import arrays
 
 
 def spark_schema(include_properties: bool) -> StructType:
@@ -86,8 +87,8 @@ def to_spark_batch(
     physical = messages.queue_offsets[:n]
     columns = [
         constant_strings(topic, n),
-        pa.array(np.full(n, logic_queue, dtype=np.int32)),
-        pa.array(physical + offset_delta),
+        arrays.numbers(np.full(n, logic_queue, dtype=np.int32)),
+        arrays.numbers(physical + offset_delta),
         decoded.column("key"),
         decoded.column("tags"),
         decoded.column("body"),
@@ -95,9 +96,9 @@ def to_spark_batch(
     if include_properties:
         columns.append(decoded.column("properties"))
     columns += [
-        _timestamps(np.asarray(decoded.column("born_timestamp"))),
+        _timestamps(arrays.int64_values(decoded.column("born_timestamp"))),
         _timestamps(messages.store_timestamps[:n]),
         constant_strings(bname, n),
-        pa.array(physical),
+        arrays.numbers(physical),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -1,0 +1,69 @@
+"""`protocol.arrays`: Arrow arrays on numpy buffers, equal to what `pa.array` builds, and a read
+task's decode path that never imports pandas (which `pa.array`, `np.asarray` and `to_numpy` do)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.row_encode import encode_columns
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.float64])
+def test_numbers_equal_pa_array_also_for_a_strided_view(dtype: type) -> None:
+    values = np.arange(10, dtype=dtype)[::3]
+    assert arrays.numbers(values).equals(pa.array(values))
+    assert arrays.numbers(values[:0]).equals(pa.array(values[:0]))
+
+
+def test_flags_and_strings_equal_pa_array() -> None:
+    mask = np.array([True, False, True, True, False, False, False, True, True], dtype=bool)
+    assert arrays.flags(mask).equals(pa.array(mask))
+    words = ["", "KEYS", "日本", "a\x01b"]
+    assert arrays.strings(words).equals(pa.array(words, pa.string()))
+    assert arrays.strings([]).equals(pa.array([], pa.string()))
+    assert arrays.empty(pa.binary()).equals(pa.array([], pa.binary()))
+
+
+def test_int64_values_view_a_slice_and_refuse_nulls_or_another_type() -> None:
+    column = pa.array([5, 6, 7, 8], pa.int64()).slice(1, 2)
+    assert arrays.int64_values(column).tolist() == [6, 7]
+    with pytest.raises(TypeError, match="without nulls"):
+        arrays.int64_values(pa.array([1, None], pa.int64()))
+    with pytest.raises(TypeError, match="int32"):
+        arrays.int64_values(pa.array([1], pa.int32()))
+
+
+def test_flag_values_unpack_a_sliced_bool_array_and_refuse_nulls() -> None:
+    mask = pa.array([True, False, True, True, False, False, False, True, True, False, True])
+    assert arrays.flag_values(mask.slice(3, 7)).tolist() == mask.slice(3, 7).to_pylist()
+    with pytest.raises(TypeError, match="without nulls"):
+        arrays.flag_values(pa.array([True, None]))
+
+
+def test_a_read_tasks_decode_path_imports_no_pandas() -> None:
+    packed = encode_columns([b"a", b"b"], key=["k", None], tags=["t", None], properties=[{"p": "v"}, None])
+    code = (
+        "import sys, numpy as np\n"
+        "from staticmq_spark.backends.types import MessageColumns, pulled_columns\n"
+        "from staticmq_spark.protocol.codec import PackedBatch\n"
+        "from staticmq_spark.protocol.row_decode import decode_batch\n"
+        "from staticmq_spark.protocol.tag_expression import parse_tag_expression\n"
+        "from staticmq_spark.protocol.tag_filter import tag_matches\n"
+        "from staticmq_spark.source.schema import arrow_schema, to_spark_batch\n"
+        f"batch = PackedBatch({packed.data_bytes()!r}, np.array({packed.sizes.tolist()!r}, dtype=np.int32))\n"
+        "cols = MessageColumns(decode_batch(batch), np.arange(2, dtype=np.int64), np.arange(2, dtype=np.int64))\n"
+        "from staticmq_spark.protocol import arrays\n"
+        "arrays.flag_values(tag_matches(parse_tag_expression('t || u'), cols.columns.column('tags')))\n"
+        "pulled_columns(cols, 10)\n"
+        "to_spark_batch(cols, topic='t', logic_queue=0, offset_delta=10, bname='b', schema=arrow_schema(True),\n"
+        "               include_properties=True)\n"
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
