@@ -39,6 +39,11 @@ def empty(type_: pa.DataType) -> pa.Array:
     return pa.nulls(0, type_)
 
 
+def empty_maps(n: int) -> pa.Array:
+    """`n` empty map<string, string> values (messages without properties)."""
+    return pa.MapArray.from_arrays(numbers(np.zeros(n + 1, dtype=np.int32)), empty(pa.string()), empty(pa.string()))
+
+
 def int64_values(values: pa.Array) -> npt.NDArray[np.int64]:
     """An int64 Arrow array without nulls as a numpy view of its buffer (`np.asarray` and
     `to_numpy` import pandas too)."""

@@ -86,12 +86,7 @@ def decode_batch(batch: PackedBatch, *, properties: bool = True) -> pa.RecordBat
     key = _nullable_text(pieces.take(arrays.numbers(idx + 1)), header["flags"] & FLAG_KEY)
     tags = _nullable_text(pieces.take(arrays.numbers(idx + 2)), header["flags"] & FLAG_TAGS)
     body = pieces.take(arrays.numbers(idx + 3)).cast(pa.binary())
-    if properties:
-        props = _split_properties(pieces.take(arrays.numbers(idx + 4)))
-    else:
-        props = pa.MapArray.from_arrays(
-            arrays.numbers(np.zeros(n + 1, dtype=np.int32)), arrays.empty(pa.string()), arrays.empty(pa.string())
-        )
+    props = _split_properties(pieces.take(arrays.numbers(idx + 4))) if properties else arrays.empty_maps(n)
     born = arrays.numbers(header["born_timestamp"].astype(np.int64))
     return pa.RecordBatch.from_arrays([key, tags, body, props, born], schema=DECODED_SCHEMA)
 
@@ -154,9 +149,7 @@ def _split_properties(props: pa.Array) -> pa.Array:
     po = po - po[0]
     data_buf = props.buffers()[2]
     if po[-1] == 0:
-        return pa.MapArray.from_arrays(
-            arrays.numbers(np.zeros(n + 1, dtype=np.int32)), arrays.empty(pa.string()), arrays.empty(pa.string())
-        )
+        return arrays.empty_maps(n)
     base = int(np.frombuffer(props.buffers()[1], dtype=np.int64, count=1)[0])
     raw = np.frombuffer(data_buf, dtype=np.uint8, count=base + int(po[-1]))[base:]
     nul = np.flatnonzero(raw == 0).astype(np.int64)

@@ -28,6 +28,7 @@ def test_flags_and_strings_equal_pa_array() -> None:
     assert arrays.strings(words).equals(pa.array(words, pa.string()))
     assert arrays.strings([]).equals(pa.array([], pa.string()))
     assert arrays.empty(pa.binary()).equals(pa.array([], pa.binary()))
+    assert arrays.empty_maps(3).equals(pa.array([[], [], []], pa.map_(pa.string(), pa.string())))
 
 
 def test_int64_values_view_a_slice_and_refuse_nulls_or_another_type() -> None:

@@ -7,7 +7,6 @@ body and properties are zero-copy slices of the pulled buffer.
 
 from __future__ import annotations
 
-import functools
 import zlib
 
 import numpy as np
@@ -17,6 +16,7 @@ import pyarrow.compute as pc
 
 from staticmq_spark.backends.rocketmq.frames import FrameError
 from staticmq_spark.backends.types import MessageColumns
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.codec import DECODED_SCHEMA
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
@@ -88,13 +88,7 @@ SYSTEM_PROPERTIES = frozenset(
 )
 
 I64 = npt.NDArray[np.int64]
-
-
-@functools.cache
-def _system_names() -> pa.Array:
-    """SYSTEM_PROPERTIES as Arrow, built on first use: `pa.array` imports pandas when it is
-    installed (0.3 s), which a query's planning process, importing this module, never needs."""
-    return pa.array(sorted(SYSTEM_PROPERTIES), pa.string())
+_SYSTEM_NAMES = arrays.strings(sorted(SYSTEM_PROPERTIES))  # not pa.array: it would import pandas (0.3 s)
 
 
 def record_starts(body: bytes) -> I64:
@@ -215,8 +209,8 @@ def _split_properties(props: pa.Array, *, user: bool) -> tuple[pa.Array, pa.Arra
     key = _scatter_named(names, values, owner, "KEYS", n)
     tags = _scatter_named(names, values, owner, "TAGS", n)
     if not user:
-        return key, tags, _empty_maps(n)
-    keep = np.asarray(pc.invert(pc.is_in(names, _system_names())), dtype=bool) & np.asarray(
+        return key, tags, arrays.empty_maps(n)
+    keep = np.asarray(pc.invert(pc.is_in(names, _SYSTEM_NAMES)), dtype=bool) & np.asarray(
         pc.not_equal(names, ""), dtype=bool
     )
     offsets = np.zeros(n + 1, dtype=np.int32)
@@ -232,9 +226,3 @@ def _scatter_named(names: pa.Array, values: pa.Array, owner: I64, name: str, n: 
     index[owner[hit]] = np.flatnonzero(hit)
     found = values.take(pa.array(index, mask=index < 0))
     return pc.if_else(pc.equal(found, ""), pa.scalar(None, pa.string()), found)
-
-
-def _empty_maps(n: int) -> pa.Array:
-    return pa.MapArray.from_arrays(
-        pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
-    )
