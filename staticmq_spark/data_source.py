@@ -38,9 +38,15 @@ class StaticMQDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from staticmq_spark.source.options import parse_source_options
+
+        opts = parse_source_options(self.options, streaming=True)
+        if opts.driver_read_max_messages:
+            from staticmq_spark.source.driver_read import DriverReadStreamReader
+
+            return DriverReadStreamReader(opts)
         from staticmq_spark.source.stream_reader import StaticMQStreamReader
 
-        return StaticMQStreamReader(parse_source_options(self.options, streaming=True))
+        return StaticMQStreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from staticmq_spark.sink.options import check_input_schema, parse_sink_options

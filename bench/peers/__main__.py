@@ -15,7 +15,9 @@ values of 100 B and 1 KiB), one figure after another:
   topic of 2 queues / partitions (staticmq keyed and exactly once; Kafka keyed, acks=all, idempotent, linger.ms=5,
   batch.size=1 MiB as for confluent-kafka: Spark's defaults, 16 KiB batches, run ~10x slower here);
 - latency: one 100-byte probe every 20 ms, its send time in the value, to a query with a 0-second
-  trigger; p50/p99 of (driver holds the row in foreachBatch) - (send time).
+  trigger; p50/p99 of (driver holds the row in foreachBatch) - (send time); staticmq twice, with its
+  defaults and with driverReadMaxMessages=10000 (micro-batches this small read by the query's
+  driver-side process: no Python read task), each against the same Kafka run.
 Apache RocketMQ 5.5 (one name server and broker, SYNC_FLUSH) runs the same figures two ways:
 `rocketmq` is the broker alone through staticmq's remoting client (`Producer`/`PullConsumer` with a
 rocketmq:// address), `staticmq-on-rocketmq` the Spark source and sink on it (the sink twice:
@@ -60,6 +62,7 @@ from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocke
 STATICMQ_VERSION = "0.1.0"
 VERSIONS = {"staticmq": STATICMQ_VERSION, "kafka": KAFKA_VERSION, "rocketmq": ROCKETMQ_VERSION}
 QUEUES = 2
+DRIVER_READ, DRIVER_READ_MAX = "driverReadMaxMessages", "10000"  # the latency figure's second staticmq case
 RUNNING_PER_TRIGGER = 100_000  # rows per micro-batch of the running-query figure (rows // 4 below 400,000)
 
 
@@ -231,19 +234,33 @@ def run_latency(spark: Any, args: argparse.Namespace, tmp: str, ends: dict[str, 
         "staticmq-on-rocketmq": lambda v: rproducer.send("peers-latency", v, key="user-1"),
         "kafka": kafka_send,
     }
+    default, driver_read = "100 B probe every 20 ms, 0 s trigger", f"the same, {DRIVER_READ} {DRIVER_READ_MAX}"
     try:
         for run in range(args.repeat):
             for system, end in ends.items():
-                ck = f"{tmp}/ck/latency-{system}-{run}"
+                # Kafka's source has no such option: its one run stands in both cases' ratios.
+                cases = [default, driver_read] if end.fmt == "kafka" else [default]
                 p50, p99, n = spark_figures.latency_run(
-                    spark, end, "peers-latency", ck, senders[system], args.latency_s, 0.02
-                )
-                case = {"case": "100 B probe every 20 ms, 0 s trigger", "samples": n, "value_bytes": 100}
-                figures.add("latency_p50", system, p50, run, **case)
-                figures.add("latency_p99", system, p99, run, **case)
+                    spark, end, "peers-latency", f"{tmp}/ck/latency-{system}-{run}", senders[system],
+                    args.latency_s, 0.02,
+                )  # fmt: skip
+                if end.fmt == "staticmq":
+                    fast = Endpoint(system, "staticmq", {**end.options, DRIVER_READ: DRIVER_READ_MAX})
+                    measured = spark_figures.latency_run(
+                        spark, fast, "peers-latency", f"{tmp}/ck/latency-{system}-driver-{run}", senders[system],
+                        args.latency_s, 0.02,
+                    )  # fmt: skip
+                    add_latency(figures, system, run, driver_read, *measured)
+                for case in cases:
+                    add_latency(figures, system, run, case, p50, p99, n)
     finally:
         producer.close()
         rproducer.close()
+
+
+def add_latency(figures: Figures, system: str, run: int, case: str, p50: float, p99: float, n: int) -> None:
+    figures.add("latency_p50", system, p50, run, case=case, samples=n, value_bytes=100)
+    figures.add("latency_p99", system, p99, run, case=case, samples=n, value_bytes=100)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 RECORD = 100
@@ -38,7 +39,14 @@ class FloorSource(DataSource):
         return StructType([StructField("value", BinaryType(), True)])
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if self.options.get("partitions") == "driver":
+            raise PySparkNotImplementedError(  # pyspark then asks simpleStreamReader
+                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
+            )
         return FloorReader(self.options["path"], int(self.options.get("partitions", "2")))
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        return DriverFloorReader(self.options["path"])
 
 
 class Range(InputPartition):
@@ -87,3 +95,30 @@ def _offsets(n: int) -> bytes:
     import numpy as np
 
     return (np.arange(n + 1, dtype=np.int32) * RECORD).tobytes()
+
+
+class DriverFloorReader(SimpleDataSourceStreamReader):
+    """The records read in the query's driver-side runner: pyspark hands them to Spark with the plan,
+    and the micro-batch runs no Python read task."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def _records(self) -> int:
+        try:
+            return os.stat(self.path).st_size // RECORD
+        except FileNotFoundError:
+            return 0
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"n": self._records()}
+
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[pa.RecordBatch], dict[str, Any]]:  # type: ignore[override]
+        end = {"n": self._records()}
+        return iter(list(self.readBetweenOffsets(start, end))), end  # pyspark copies the iterator
+
+    def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        return FloorReader(self.path, 1).read(Range(start["n"], end["n"]))
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to commit."""

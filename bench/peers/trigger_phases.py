@@ -68,9 +68,10 @@ def senders(
     send = {
         "staticmq": lambda v: producer.send(TOPIC, v, key="user-1"),
         "staticmq-with-messages": lambda v: producer.send(TOPIC, v, key="user-1"),
+        "staticmq-driver-read": lambda v: producer.send(TOPIC, v, key="user-1"),
         "kafka": kafka_send,
     }
-    for system in ("python-floor", *(f"python-floor-{n}" for n in range(1, 9))):
+    for system in ("python-floor", "python-floor-driver", *(f"python-floor-{n}" for n in range(1, 9))):
         send[system] = lambda v: floor_source.append(floor_path, v)
     return send, producer.close
 
@@ -102,10 +103,14 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
         }
         with_messages = {"namesrv": cluster.namesrv, "queuePartitions": "with-messages"}
         ends["staticmq-with-messages"] = Endpoint("staticmq-with-messages", "staticmq", with_messages)
+        driver_read = {"namesrv": cluster.namesrv, "driverReadMaxMessages": "10000"}
+        ends["staticmq-driver-read"] = Endpoint("staticmq-driver-read", "staticmq", driver_read)
         for n in range(1, 9):  # python-floor-N: N partitions, the new records in the first
             floor = {"path": f"{tmp}/floor.queue", "partitions": str(n)}
             ends[f"python-floor-{n}"] = Endpoint(f"python-floor-{n}", "bench_floor", floor)
         ends["python-floor"] = ends["python-floor-2"]
+        driver = {"path": f"{tmp}/floor.queue", "partitions": "driver"}
+        ends["python-floor-driver"] = Endpoint("python-floor-driver", "bench_floor", driver)
         conf = {"spark.jars": ",".join(str(j) for j in spark_kafka_jars()), "spark.driver.memory": "1g"}
         conf["spark.sql.streaming.numRecentProgressUpdates"] = "10000"
         spark = spark_session("staticmq-bench-phases", conf)

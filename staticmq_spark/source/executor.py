@@ -44,6 +44,12 @@ def read_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:
         yield _combined(pending)
 
 
+def read_partitions(parts: tuple[QueuePartition, ...]) -> Iterator[pa.RecordBatch]:
+    """Several logic queues' partitions, one after the other (a micro-batch read as one partition)."""
+    for p in parts:
+        yield from read_partition(p)
+
+
 def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     if len(batches) == 1:
         return batches[0]

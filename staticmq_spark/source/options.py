@@ -84,6 +84,12 @@ SOURCE_OPTIONS = OptionTable(
             "streaming: 'all' (a partition per logic queue every micro-batch) or 'with-messages' (those with new ones)",
             choices=("all", "with-messages"),
         ),
+        Option(
+            "driverReadMaxMessages",
+            "positive",
+            "streaming: a micro-batch of at most this many messages is read by the query's driver-side "
+            "process and reaches Spark as one partition, with no Python read task (lower latency)",
+        ),
         Option("pullBatchSize", "positive", "messages per pull request (executors)", default="10000"),
         Option("retryTimeoutMs", "positive", "how long reads retry an unavailable broker", default="120000"),
         *SECURITY_OPTIONS,
@@ -132,6 +138,7 @@ class SourceOptions:
     group: str = ""
     pull_batch_size: int = 10_000
     only_queues_with_messages: bool = False  # queuePartitions=with-messages (micro-batches)
+    driver_read_max_messages: int = 0  # driverReadMaxMessages (0: every micro-batch runs read tasks)
     retry_timeout_ms: int = 120_000
     security: ClientSecurity = PLAIN
     pattern: str = ""  # topicPattern: a regular expression every topic name must fully match
@@ -158,6 +165,9 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         )
     if streaming and "endingOffsets" in opts:
         raise InvalidOptionError(f"option {opts.key('endingOffsets')!r} applies to batch queries only (spark.read)")
+    for key in ("driverReadMaxMessages", "queuePartitions"):
+        if not streaming and key in opts:
+            raise InvalidOptionError(f"option {opts.key(key)!r} applies to streaming queries only (spark.readStream)")
     max_rows = opts.positive("maxMessagesPerTrigger")
     min_rows = opts.positive("minMessagesPerTrigger")
     if max_rows is not None and min_rows is not None and min_rows > max_rows:
@@ -180,6 +190,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool) -> SourceOp
         group=_group(opts),
         pull_batch_size=opts.positive("pullBatchSize") or 10_000,
         only_queues_with_messages=opts.choice("queuePartitions") == "with-messages",
+        driver_read_max_messages=opts.positive("driverReadMaxMessages") or 0,
         retry_timeout_ms=opts.positive("retryTimeoutMs") or 120_000,
         security=client_security(opts),
         tags=_tags(opts),

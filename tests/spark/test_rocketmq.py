@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql.functions import col
+from pyspark.sql.functions import col, spark_partition_id
 
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID
 from staticmq_spark.client import PullConsumer
@@ -109,6 +109,21 @@ def test_trigger_available_now_and_failondataloss_options_work_on_rocketmq(
     batches = [p for p in q.recentProgress if p["numInputRows"]]
     assert len(batches) >= 4 and all(p["numInputRows"] <= 50 for p in batches), "admission control"
     assert by_queue(spark.table("rmq_available_now").collect()) == sent
+
+
+def test_driver_read_small_micro_batches_on_rocketmq_are_one_partition_with_every_message_once(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ
+) -> None:
+    topic = rmq_topic(rocketmq_cluster, 2)
+    sent = produce(rocketmq_cluster.address, topic, 150)
+    opts = {"startingOffsets": "earliest", "maxMessagesPerTrigger": "50", "driverReadMaxMessages": "50"}
+    df = source(spark, rocketmq_cluster.address, topic, **opts).withColumn("partition", spark_partition_id())
+    q = df.writeStream.format("memory").queryName("rmq_driver_read").trigger(availableNow=True).start()
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    rows = spark.table("rmq_driver_read").collect()
+    assert len(rows) == 150 and by_queue(rows) == sent
+    assert {r["partition"] for r in rows} == {0}, "every micro-batch read on the driver, one partition"
 
 
 def test_batch_read_with_offsets_and_properties(spark: SparkSession, rocketmq_cluster: LocalRocketMQ) -> None:

@@ -1,0 +1,100 @@
+"""Small micro-batches read in the query's driver-side process (option `driverReadMaxMessages`).
+
+Each Spark partition of a Python source is a Python read task: a worker round trip that costs
+20-40 ms of a trigger on 2 cores, with or without messages to read. pyspark's runner for a query's
+source has one more way to hand Spark a micro-batch, made for `SimpleDataSourceStreamReader`: the
+source's driver-side process reads the rows itself, sends them with the plan, and Spark keeps them
+in its block manager, from where a JVM task reads them (no Python worker). The runner takes that
+way only for readers that are instances of its (private) wrapper class, asking them
+`getCache(start, end)` right after `partitions(start, end)`. This reader is one: a micro-batch of
+at most `driverReadMaxMessages` messages is planned as one partition holding every logic queue's
+range, and `getCache` reads it on the spot; a larger one is planned and read as usual, one
+partition per logic queue. If Spark ever runs the one partition as a task instead (no rows were
+sent with the plan), the task reads every queue of it: nothing is lost either way.
+
+What changes with it (the option is off by default): a micro-batch read on the driver is one Spark
+partition holding the logic queues one after the other, not one partition per logic queue; and
+pyspark's runner asks a reader of this kind for no latest offset, so the query progress shows no
+lag (`reportLatestOffset`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+
+from staticmq_spark.source.options import SourceOptions
+from staticmq_spark.source.partition import QueuePartition
+from staticmq_spark.source.stream_reader import StaticMQStreamReader
+
+log = logging.getLogger(__name__)
+
+
+class QueuesPartition(InputPartition):
+    """A micro-batch's logic queues as one Spark partition, in planning order."""
+
+    def __init__(self, parts: tuple[QueuePartition, ...]) -> None:
+        super().__init__(tuple((p.topic, p.queue) for p in parts))
+        self.parts = parts
+
+    @property
+    def messages(self) -> int:
+        return sum(messages_in(p) for p in self.parts)
+
+    def __repr__(self) -> str:
+        return f"QueuesPartition({len(self.parts)} queue(s), {self.messages} message(s))"
+
+
+def messages_in(p: QueuePartition) -> int:
+    """Messages in a partition's physical segments (a remap's jump in logic offsets holds none)."""
+    return sum(s.physical_end - s.physical_start for s in p.segments)
+
+
+class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
+    """StaticMQStreamReader, with micro-batches of at most `driverReadMaxMessages` messages read in
+    the driver-side process and sent to Spark with the plan."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        # pyspark's runner asks the wrapped reader of a wrapper for Trigger.AvailableNow: this one.
+        self.simple_reader = self  # type: ignore[assignment]
+        self.cache = []
+        self._small: tuple[dict[str, Any], dict[str, Any], QueuesPartition] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_small"] = None
+        return state
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:  # type: ignore[override]
+        parts = super().partitions(start, end)
+        whole = QueuesPartition(tuple(parts))
+        if not parts or whole.messages > self.opts.driver_read_max_messages:
+            self._small = None
+            return list(parts)
+        self._small = (start, end, whole)
+        return [whole]
+
+    def getCache(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[pa.RecordBatch] | None:
+        """The rows of the micro-batch `partitions(start, end)` just planned as one partition, read
+        now; None for a micro-batch planned as usual (Spark then runs its read tasks)."""
+        small, self._small = self._small, None
+        if small is None or small[0] != start or small[1] != end:
+            return None
+        from staticmq_spark.source.executor import read_partitions  # not in the process until a read
+
+        batches = list(read_partitions(small[2].parts))
+        log.debug("staticmq source: read %s on the driver", small[2])
+        return iter(batches)
+
+    def read(self, partition: InputPartition) -> Any:  # type: ignore[override]
+        if isinstance(partition, QueuesPartition):
+            from staticmq_spark.source.executor import read_partitions
+
+            return read_partitions(partition.parts)
+        assert isinstance(partition, QueuePartition)
+        return super().read(partition)
