@@ -16,6 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from staticmq_spark.protocol import arrays
+
 _C1 = np.uint32(0xCC9E2D51)
 _C2 = np.uint32(0x1B873593)
 _M5 = np.uint32(5)
@@ -31,7 +33,7 @@ def _rotl(x: npt.NDArray[np.uint32], r: int) -> npt.NDArray[np.uint32]:
 
 def murmur3_32(data: bytes, seed: int = 0) -> int:
     """MurmurHash3 x86_32 of one byte string (unsigned result)."""
-    return int(murmur3_32_many(pa.array([data], pa.binary()), seed)[0])
+    return int(murmur3_32_many(arrays.large_binaries([data]), seed)[0])
 
 
 def murmur3_32_many(values: Any, seed: int = 0) -> npt.NDArray[np.uint32]:
@@ -39,8 +41,7 @@ def murmur3_32_many(values: Any, seed: int = 0) -> npt.NDArray[np.uint32]:
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     arr = values.cast(pa.large_binary())
-    if arr.null_count:
-        arr = arr.fill_null(b"")
+    arr = arrays.large_binary_nulls_empty(arr)
     n = len(arr)
     if n == 0:
         return np.zeros(0, dtype=np.uint32)

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from staticmq_spark.errors import QueueNotFoundError
 from staticmq_spark.hashing import queues_for_keys
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.codec import PackedBatch, take_rows
 
 KEYLESS = -1
@@ -26,7 +27,9 @@ def row_targets(topic: str, total: int, n: int, keys: Any = None, queues: Any = 
     if keys is not None:
         key_arr = keys if isinstance(keys, pa.Array | pa.ChunkedArray) else pa.array(list(keys), pa.string())
         hashed = queues_for_keys(key_arr, total).astype(np.int64)
-        valid = np.asarray(key_arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        if isinstance(key_arr, pa.ChunkedArray):
+            key_arr = key_arr.combine_chunks()
+        valid = arrays.valid(key_arr)
         targets = np.where(valid, hashed, targets)
     if queues is not None:
         explicit = np.asarray(queues, dtype=np.int64)

@@ -59,3 +59,51 @@ def flag_values(values: pa.Array) -> npt.NDArray[np.bool_]:
     n, start = len(values), values.offset
     bits = np.frombuffer(values.buffers()[1], dtype=np.uint8, count=(start + n + 7) // 8)
     return np.unpackbits(bits, bitorder="little")[start : start + n].astype(bool)
+
+
+def valid(values: pa.Array) -> npt.NDArray[np.bool_]:
+    """Which values are not null, as a numpy bool array (`is_valid().to_numpy()` imports pandas)."""
+    n, start = len(values), values.offset
+    if values.null_count == 0:
+        return np.ones(n, dtype=bool)
+    bitmap = values.buffers()[0]
+    if bitmap is None:  # the null type: every value is null
+        return np.zeros(n, dtype=bool)
+    bits = np.frombuffer(bitmap, dtype=np.uint8, count=(start + n + 7) // 8)
+    return np.unpackbits(bits, bitorder="little")[start : start + n].astype(bool)
+
+
+def int64_filled(values: pa.Array, fill: int) -> npt.NDArray[np.int64]:
+    """An integer Arrow array as an int64 numpy array, its nulls replaced by `fill`."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not pa.types.is_integer(values.type):
+        raise TypeError(f"int64_filled takes an integer array, not {values.type}")
+    values = values.cast(pa.int64())
+    if values.null_count == 0:
+        return int64_values(values)
+    data = np.frombuffer(values.buffers()[1], dtype=np.int64, count=values.offset + len(values))[values.offset :]
+    return np.where(valid(values), data, np.int64(fill))
+
+
+def empty_large_binaries(n: int) -> pa.Array:
+    """`n` empty large_binary values."""
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b"")])
+
+
+def large_binary_nulls_empty(values: pa.Array) -> pa.Array:
+    """A large_binary array with its nulls as empty values (`fill_null(b"")` imports pandas to
+    make its scalar; a scalar taken from an array does not)."""
+    if values.null_count == 0:
+        return values
+    return values.fill_null(empty_large_binaries(1)[0])
+
+
+def large_binaries(items: list[bytes]) -> pa.Array:
+    """Python byte strings as a large_binary array."""
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in items], out=offsets[1:])
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(items), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(items))]
+    )

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidBatchError, MessageTooLargeError
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.codec import (
     FLAG_KEY,
     FLAG_TAGS,
@@ -25,6 +26,8 @@ from staticmq_spark.protocol.codec import (
     check_body_sizes,
     ranges_to_indices,
 )
+
+_NUL = arrays.large_binaries([b"\x00"])[0]  # the separator of a property list's key/value pieces
 
 
 def encode_columns(
@@ -91,7 +94,7 @@ def encode_columns_to_buffer(
     if rows_in_order.shape != (n,):
         raise ValueError(f"order has {rows_in_order.shape[0]} positions for {n} rows")
     interleave = (np.arange(PARTS, dtype=np.int64)[None, :] * n + rows_in_order[:, None]).ravel()
-    rows = every_part.take(pa.array(interleave))
+    rows = every_part.take(arrays.numbers(interleave))
     offsets = np.frombuffer(rows.buffers()[1], dtype=np.int64, count=PARTS * n + 1)
     data = rows.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
     sizes = (
@@ -146,9 +149,7 @@ def _optional_column(values: Any, n: int, name: str) -> tuple[pa.Array, npt.NDAr
     if len(arr) != n:
         raise InvalidBatchError(f"column {name!r} has {len(arr)} values for {n} bodies")
     present = _valid_mask(arr)
-    if arr.null_count:
-        arr = arr.fill_null(b"")
-    return arr, present
+    return arrays.large_binary_nulls_empty(arr), present
 
 
 def _empty_strings(n: int) -> pa.Array:
@@ -158,9 +159,7 @@ def _empty_strings(n: int) -> pa.Array:
 
 
 def _valid_mask(arr: pa.Array) -> npt.NDArray[np.bool_]:
-    if arr.null_count == 0:
-        return np.ones(len(arr), dtype=bool)
-    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    return arrays.valid(arr)
 
 
 def _lengths(arr: pa.Array) -> Int64Array:
@@ -178,8 +177,7 @@ def _born_timestamps(values: Any, n: int) -> Int64Array:
     if isinstance(values, pa.Array):
         if pa.types.is_timestamp(values.type):
             values = values.cast(pa.timestamp("ms")).cast(pa.int64())
-        now = int(time.time() * 1000)
-        return np.asarray(values.fill_null(now).to_numpy(zero_copy_only=False), dtype=np.int64)
+        return arrays.int64_filled(values, int(time.time() * 1000))
     arr = np.asarray(values, dtype=np.int64)
     if arr.shape != (n,):
         raise InvalidBatchError(f"born_timestamp has {arr.shape[0]} values for {n} bodies")
@@ -200,13 +198,11 @@ def _encode_properties(properties: Any, n: int) -> pa.Array:
         raise InvalidBatchError(f"column 'properties' must be map<string,string>, not {properties.type}")
     if len(properties) != n:
         raise InvalidBatchError(f"column 'properties' has {len(properties)} values for {n} bodies")
-    offsets = np.asarray(properties.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    offsets = arrays.int64_filled(properties.offsets, 0)
     counts = np.diff(offsets) * _valid_mask(properties)
-    take = pa.array(ranges_to_indices(offsets[:-1], counts))
+    take = arrays.numbers(ranges_to_indices(offsets[:-1], counts))
     keys = properties.keys.take(take)
-    values = properties.items.take(take)
-    if values.null_count:
-        values = values.fill_null("")
+    values = arrays.large_binary_nulls_empty(properties.items.take(take).cast(pa.large_binary()))
     for part, what in ((keys, "key"), (values, "value")):
         part_str = part.cast(pa.large_string())
         if len(part_str) and pc.any(pc.match_substring(part_str, "\x00")).as_py():
@@ -218,5 +214,5 @@ def _encode_properties(properties: Any, n: int) -> pa.Array:
     pairs[1::2] = np.arange(m) + m
     list_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts * 2, out=list_offsets[1:])
-    as_lists = pa.LargeListArray.from_arrays(pa.array(list_offsets), both.take(pa.array(pairs)))
-    return pc.binary_join(as_lists, pa.scalar(b"\x00", pa.large_binary()))
+    as_lists = pa.LargeListArray.from_arrays(arrays.numbers(list_offsets), both.take(arrays.numbers(pairs)))
+    return pc.binary_join(as_lists, _NUL)

@@ -68,3 +68,56 @@ def test_a_read_tasks_decode_path_imports_no_pandas() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_valid_and_int64_filled_follow_nulls_slices_and_integer_types() -> None:
+    column = pa.array([1, None, 3, None, 5, 6, None, 8, 9, None], pa.int32()).slice(1, 8)
+    assert arrays.valid(column).tolist() == column.is_valid().to_pylist()
+    assert arrays.int64_filled(column, -1).tolist() == column.fill_null(-1).to_pylist()
+    assert arrays.valid(pa.nulls(3)).tolist() == [False, False, False]
+    assert arrays.int64_filled(pa.chunked_array([[1], [None]], pa.int64()), 7).tolist() == [1, 7]
+    with pytest.raises(TypeError, match="integer"):
+        arrays.int64_filled(pa.array(["1"]), 0)
+
+
+def test_large_binary_helpers_equal_pa_array_and_fill_null() -> None:
+    items = [b"", b"\x00a", b"xyz"]
+    assert arrays.large_binaries(items).equals(pa.array(items, pa.large_binary()))
+    with_nulls = pa.array([b"a", None, b"c"], pa.large_binary())
+    assert arrays.large_binary_nulls_empty(with_nulls).equals(with_nulls.fill_null(b""))
+    assert arrays.empty_large_binaries(2).equals(pa.array([b"", b""], pa.large_binary()))
+
+
+def test_a_sink_tasks_encode_and_routing_path_imports_no_pandas() -> None:
+    """What a sink task does with a batch before it reaches the wire: queue targets from keys and
+    an explicit queueId (with nulls), then the packed rows with tags, properties and born times."""
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array(["k1", None, "k3"], pa.string()),
+            "value": pa.array([b"a", b"b", b""], pa.binary()),
+            "tags": pa.array(["t", None, "u"], pa.string()),
+            "properties": pa.array([{"p": "v"}, None, {"q": None}], pa.map_(pa.string(), pa.string())),
+            "queueId": pa.array([None, 1, None], pa.int32()),
+            "bornTimestamp": pa.array([1, None, 3], pa.timestamp("ms")),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as stream:
+        stream.write_batch(batch)
+    code = (
+        "import sys, pyarrow as pa\n"
+        "from staticmq_spark.backends.staticmq.staging import KEYLESS\n"
+        "from staticmq_spark.backends.targets import row_targets\n"
+        "from staticmq_spark.protocol import arrays\n"
+        "from staticmq_spark.protocol.row_encode import encode_columns_to_buffer\n"
+        f"rb = pa.ipc.open_stream({sink.getvalue().to_pybytes()!r}).read_next_batch()\n"
+        "queues = arrays.int64_filled(rb.column('queueId'), KEYLESS)\n"
+        "targets = row_targets('t', 4, rb.num_rows, rb.column('key'), queues)\n"
+        "data, sizes = encode_columns_to_buffer(rb.column('value'), key=rb.column('key'), tags=rb.column('tags'),\n"
+        "    properties=rb.column('properties'), born_timestamp=rb.column('bornTimestamp'))\n"
+        "assert len(sizes) == 3 and targets[1] == 1, (targets, sizes)\n"
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"

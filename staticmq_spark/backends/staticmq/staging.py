@@ -20,6 +20,7 @@ from staticmq_spark.backends.staticmq.selector import CircuitBreaker, Reachabili
 from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.auth import ClientSecurity
 from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
@@ -156,7 +157,7 @@ class Stager:
             raise InvalidOptionError(f"topic {self.opts.topic!r} is not a static topic: the sink writes static topics")
         queues = None
         if "queueId" in names:
-            queues = np.asarray(rb.column("queueId").fill_null(KEYLESS).to_numpy(zero_copy_only=False), dtype=np.int64)
+            queues = arrays.int64_filled(rb.column("queueId"), KEYLESS)
         keys = rb.column("key") if "key" in names else None
         return row_targets(self.opts.topic, route.total_queues, rb.num_rows, keys, queues)
 
