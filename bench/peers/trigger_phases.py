@@ -1,6 +1,6 @@
 """Where a trigger's time goes, staticmq vs Spark's Kafka source: the phases of StreamingQueryProgress.
 
-    python -m bench.peers.trigger_phases [--seconds 20] [--repeat 2] [--systems staticmq,kafka,python-floor]
+    python -m bench.peers.trigger_phases [--seconds 20] [--repeat 2] [--systems staticmq,kafka,python-floor,...]
 
 One broker_stub broker (flush=sync) and one Kafka node (fsync per append), topics of 2 logic queues /
 partitions, one local[2] session. Per run and system (interleaved, A B A B ...): a 100-byte probe every
@@ -10,7 +10,10 @@ micro-batch plans only the logic queues with new messages). `python-floor` is th
 `floor_source`, a Python data source that reads a local file of fixed-size records: the floor of
 pyspark's Python source machinery, with 2 partitions (one empty, as staticmq's for these one-key
 probes), or N (`python-floor-N`, the records in the first: `python-floor-1` plans as Kafka's source,
-which leaves out partitions without records). Printed per system: the median of each `durationMs`
+which leaves out partitions without records). `staticmq-driver-read` is staticmq with
+driverReadMaxMessages=10000 and `python-floor-driver` the floor as a simple reader: both read a
+micro-batch in the query's driver-side runner, which hands the rows to Spark with the plan (no
+Python read task). Printed per system: the median of each `durationMs`
 phase over the micro-batches that held rows (the first left out), rows per batch, and the latency
 p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p PID` can watch
 a run.
