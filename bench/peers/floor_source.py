@@ -30,6 +30,14 @@ def append(path: str, value: bytes) -> None:
         f.write(value[:RECORD].ljust(RECORD, b" "))
 
 
+def records(path: str) -> int:
+    """Records in the queue file (0 before the first append)."""
+    try:
+        return os.stat(path).st_size // RECORD
+    except FileNotFoundError:
+        return 0
+
+
 class FloorSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -60,17 +68,11 @@ class FloorReader(DataSourceStreamReader):
         self.path = path
         self.count = partitions
 
-    def _records(self) -> int:
-        try:
-            return os.stat(self.path).st_size // RECORD
-        except FileNotFoundError:
-            return 0
-
     def initialOffset(self) -> dict[str, Any]:
-        return {"n": self._records()}  # like startingOffsets=latest
+        return {"n": records(self.path)}  # like startingOffsets=latest
 
     def latestOffset(self) -> dict[str, Any]:
-        return {"n": self._records()}
+        return {"n": records(self.path)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         lo, hi = start["n"], end["n"]
@@ -104,17 +106,11 @@ class DriverFloorReader(SimpleDataSourceStreamReader):
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def _records(self) -> int:
-        try:
-            return os.stat(self.path).st_size // RECORD
-        except FileNotFoundError:
-            return 0
-
     def initialOffset(self) -> dict[str, Any]:
-        return {"n": self._records()}
+        return {"n": records(self.path)}
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[pa.RecordBatch], dict[str, Any]]:  # type: ignore[override]
-        end = {"n": self._records()}
+        end = {"n": records(self.path)}
         return iter(list(self.readBetweenOffsets(start, end))), end  # pyspark copies the iterator
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[pa.RecordBatch]:  # type: ignore[override]

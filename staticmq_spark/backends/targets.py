@@ -26,11 +26,10 @@ def row_targets(topic: str, total: int, n: int, keys: Any = None, queues: Any = 
     targets = np.full(n, KEYLESS, dtype=np.int64)
     if keys is not None:
         key_arr = keys if isinstance(keys, pa.Array | pa.ChunkedArray) else pa.array(list(keys), pa.string())
-        hashed = queues_for_keys(key_arr, total).astype(np.int64)
         if isinstance(key_arr, pa.ChunkedArray):
             key_arr = key_arr.combine_chunks()
-        valid = arrays.valid(key_arr)
-        targets = np.where(valid, hashed, targets)
+        hashed = queues_for_keys(key_arr, total).astype(np.int64)
+        targets = np.where(arrays.valid(key_arr), hashed, targets)
     if queues is not None:
         explicit = np.asarray(queues, dtype=np.int64)
         targets = np.where(explicit >= 0, explicit, targets)

@@ -49,28 +49,25 @@ def int64_values(values: pa.Array) -> npt.NDArray[np.int64]:
     `to_numpy` import pandas too)."""
     if values.type != pa.int64() or values.null_count:
         raise TypeError(f"int64_values takes an int64 array without nulls, not {values.type} with {values.null_count}")
-    return np.frombuffer(values.buffers()[1], dtype=np.int64, count=values.offset + len(values))[values.offset :]
+    return _int64_view(values)
 
 
 def flag_values(values: pa.Array) -> npt.NDArray[np.bool_]:
     """A bool Arrow array without nulls as a numpy bool array."""
     if values.type != pa.bool_() or values.null_count:
         raise TypeError(f"flag_values takes a bool array without nulls, not {values.type} with {values.null_count}")
-    n, start = len(values), values.offset
-    bits = np.frombuffer(values.buffers()[1], dtype=np.uint8, count=(start + n + 7) // 8)
-    return np.unpackbits(bits, bitorder="little")[start : start + n].astype(bool)
+    return _bits(values.buffers()[1], values.offset, len(values))
 
 
 def valid(values: pa.Array) -> npt.NDArray[np.bool_]:
     """Which values are not null, as a numpy bool array (`is_valid().to_numpy()` imports pandas)."""
-    n, start = len(values), values.offset
+    n = len(values)
     if values.null_count == 0:
         return np.ones(n, dtype=bool)
     bitmap = values.buffers()[0]
     if bitmap is None:  # the null type: every value is null
         return np.zeros(n, dtype=bool)
-    bits = np.frombuffer(bitmap, dtype=np.uint8, count=(start + n + 7) // 8)
-    return np.unpackbits(bits, bitorder="little")[start : start + n].astype(bool)
+    return _bits(bitmap, values.offset, n)
 
 
 def int64_filled(values: pa.Array, fill: int) -> npt.NDArray[np.int64]:
@@ -81,9 +78,8 @@ def int64_filled(values: pa.Array, fill: int) -> npt.NDArray[np.int64]:
         raise TypeError(f"int64_filled takes an integer array, not {values.type}")
     values = values.cast(pa.int64())
     if values.null_count == 0:
-        return int64_values(values)
-    data = np.frombuffer(values.buffers()[1], dtype=np.int64, count=values.offset + len(values))[values.offset :]
-    return np.where(valid(values), data, np.int64(fill))
+        return _int64_view(values)
+    return np.where(valid(values), _int64_view(values), np.int64(fill))
 
 
 def empty_large_binaries(n: int) -> pa.Array:
@@ -97,7 +93,7 @@ def large_binary_nulls_empty(values: pa.Array) -> pa.Array:
     make its scalar; a scalar taken from an array does not)."""
     if values.null_count == 0:
         return values
-    return values.fill_null(empty_large_binaries(1)[0])
+    return values.fill_null(_EMPTY_LARGE_BINARY)
 
 
 def large_binaries(items: list[bytes]) -> pa.Array:
@@ -107,3 +103,17 @@ def large_binaries(items: list[bytes]) -> pa.Array:
     return pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(items), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(items))]
     )
+
+
+_EMPTY_LARGE_BINARY = empty_large_binaries(1)[0]
+
+
+def _int64_view(values: pa.Array) -> npt.NDArray[np.int64]:
+    """The values buffer of an int64 array as numpy (null slots hold whatever the buffer has)."""
+    return np.frombuffer(values.buffers()[1], dtype=np.int64, count=values.offset + len(values))[values.offset :]
+
+
+def _bits(buffer: pa.Buffer, start: int, n: int) -> npt.NDArray[np.bool_]:
+    """Bits [start, start + n) of an Arrow bitmap (bool values or validity) as numpy bools."""
+    packed = np.frombuffer(buffer, dtype=np.uint8, count=(start + n + 7) // 8)
+    return np.unpackbits(packed, bitorder="little")[start : start + n].astype(bool)

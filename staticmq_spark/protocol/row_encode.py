@@ -69,7 +69,7 @@ def encode_columns_to_buffer(
     if n == 0:
         raise InvalidBatchError("a batch needs at least one message")
     if body_arr.null_count:
-        first = int(np.flatnonzero(~_valid_mask(body_arr))[0])
+        first = int(np.flatnonzero(~arrays.valid(body_arr))[0])
         raise InvalidBatchError(f"message {first}: body is null")
     key_arr, key_present = _optional_column(key, n, "key")
     tags_arr, tags_present = _optional_column(tags, n, "tags")
@@ -142,24 +142,14 @@ def _is_binary_like(t: pa.DataType) -> bool:
 
 def _optional_column(values: Any, n: int, name: str) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
     if values is None:
-        return _empty_strings(n), np.zeros(n, dtype=bool)
+        return arrays.empty_large_binaries(n), np.zeros(n, dtype=bool)
     if not isinstance(values, pa.Array | pa.ChunkedArray):
         values = pa.array([None if v is None else str(v) for v in values], type=pa.large_string())
     arr = _as_large_binary(values, name)
     if len(arr) != n:
         raise InvalidBatchError(f"column {name!r} has {len(arr)} values for {n} bodies")
-    present = _valid_mask(arr)
+    present = arrays.valid(arr)
     return arrays.large_binary_nulls_empty(arr), present
-
-
-def _empty_strings(n: int) -> pa.Array:
-    return pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), n, [None, pa.py_buffer(np.zeros(n + 1, dtype=np.int64)), pa.py_buffer(b"")]
-    )
-
-
-def _valid_mask(arr: pa.Array) -> npt.NDArray[np.bool_]:
-    return arrays.valid(arr)
 
 
 def _lengths(arr: pa.Array) -> Int64Array:
@@ -186,7 +176,7 @@ def _born_timestamps(values: Any, n: int) -> Int64Array:
 
 def _encode_properties(properties: Any, n: int) -> pa.Array:
     if properties is None:
-        return _empty_strings(n)
+        return arrays.empty_large_binaries(n)
     if isinstance(properties, pa.ChunkedArray):
         properties = properties.combine_chunks()
     if not isinstance(properties, pa.Array):
@@ -199,7 +189,7 @@ def _encode_properties(properties: Any, n: int) -> pa.Array:
     if len(properties) != n:
         raise InvalidBatchError(f"column 'properties' has {len(properties)} values for {n} bodies")
     offsets = arrays.int64_filled(properties.offsets, 0)
-    counts = np.diff(offsets) * _valid_mask(properties)
+    counts = np.diff(offsets) * arrays.valid(properties)
     take = arrays.numbers(ranges_to_indices(offsets[:-1], counts))
     keys = properties.keys.take(take)
     values = arrays.large_binary_nulls_empty(properties.items.take(take).cast(pa.large_binary()))
