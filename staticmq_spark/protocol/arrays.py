@@ -82,6 +82,19 @@ def int64_filled(values: pa.Array, fill: int) -> npt.NDArray[np.int64]:
     return np.where(valid(values), _int64_view(values), np.int64(fill))
 
 
+def nullable_strings(values: pa.Array, present: npt.NDArray[Any]) -> pa.Array:
+    """`values` as strings, null where `present` is 0 (a validity bitmap over the same buffers)."""
+    text = values.cast(pa.string())
+    if bool(np.all(present)):
+        return text
+    valid = present != 0
+    # a validity bitmap over the same buffers (its bits count from the array's offset too)
+    bits = np.concatenate([np.ones(text.offset, dtype=bool), valid]) if text.offset else valid
+    validity = pa.py_buffer(np.packbits(bits, bitorder="little"))
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    return pa.StringArray.from_buffers(len(text), text.buffers()[1], text.buffers()[2], validity, nulls, text.offset)
+
+
 def empty_large_binaries(n: int) -> pa.Array:
     """`n` empty large_binary values."""
     offsets = np.zeros(n + 1, dtype=np.int64)

@@ -83,8 +83,8 @@ def decode_batch(batch: PackedBatch, *, properties: bool = True) -> pa.RecordBat
     pieces = _pieces(batch, header)
     n = batch.count
     idx = np.arange(n, dtype=np.int64) * PARTS
-    key = _nullable_text(pieces.take(arrays.numbers(idx + 1)), header["flags"] & FLAG_KEY)
-    tags = _nullable_text(pieces.take(arrays.numbers(idx + 2)), header["flags"] & FLAG_TAGS)
+    key = arrays.nullable_strings(pieces.take(arrays.numbers(idx + 1)), header["flags"] & FLAG_KEY)
+    tags = arrays.nullable_strings(pieces.take(arrays.numbers(idx + 2)), header["flags"] & FLAG_TAGS)
     body = pieces.take(arrays.numbers(idx + 3)).cast(pa.binary())
     props = _split_properties(pieces.take(arrays.numbers(idx + 4))) if properties else arrays.empty_maps(n)
     born = arrays.numbers(header["born_timestamp"].astype(np.int64))
@@ -128,18 +128,6 @@ def _pieces(batch: PackedBatch, header: npt.NDArray[Any]) -> pa.Array:
     return pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), PARTS * n, [None, pa.py_buffer(offsets), pa.py_buffer(batch.data)]
     )
-
-
-def _nullable_text(values: pa.Array, present: npt.NDArray[Any]) -> pa.Array:
-    text = values.cast(pa.string())
-    if bool(np.all(present)):
-        return text
-    valid = present != 0
-    # a validity bitmap over the same buffers (its bits count from the array's offset too)
-    bits = np.concatenate([np.ones(text.offset, dtype=bool), valid]) if text.offset else valid
-    validity = pa.py_buffer(np.packbits(bits, bitorder="little"))
-    nulls = len(valid) - int(np.count_nonzero(valid))
-    return pa.StringArray.from_buffers(len(text), text.buffers()[1], text.buffers()[2], validity, nulls, text.offset)
 
 
 def _split_properties(props: pa.Array) -> pa.Array:

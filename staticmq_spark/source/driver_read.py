@@ -8,8 +8,10 @@ in its block manager, from where a JVM task reads them (no Python worker). The r
 way only for readers that are instances of its (private) wrapper class, asking them
 `getCache(start, end)` right after `partitions(start, end)`. This reader is one: a micro-batch of
 at most `driverReadMaxMessages` messages is planned as one partition holding every logic queue's
-range, and `getCache` reads it on the spot; a larger one is planned and read as usual, one
-partition per logic queue. If Spark ever runs the one partition as a task instead (no rows were
+range, and its read starts as soon as `latestOffset` has chosen the micro-batch's end, in a
+thread of the runner, so that it overlaps Spark's offset-log write (`walCommit`, ~30 ms) and
+`getCache` mostly finds the rows read; a larger one is planned and read as usual, one partition per
+logic queue. If Spark ever runs the one partition as a task instead (no rows were
 sent with the plan), the task reads every queue of it: nothing is lost either way.
 
 What changes with it (the option is off by default): a micro-batch read on the driver is one Spark
@@ -21,11 +23,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+from pyspark.sql.streaming.datasource import ReadLimit
 
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
@@ -63,32 +68,48 @@ class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
         # pyspark's runner asks the wrapped reader of a wrapper for Trigger.AvailableNow: this one.
         self.simple_reader = self  # type: ignore[assignment]
         self.cache = []
-        self._small: tuple[dict[str, Any], dict[str, Any], QueuesPartition] | None = None
+        self._small: Small | None = None
+        self._reading: ThreadPoolExecutor | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_small"] = None
+        state["_reading"] = None
         return state
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:  # type: ignore[override]
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """The end of the next micro-batch; a small one's read starts now (see the module doc)."""
+        end = super().latestOffset(start, limit)
+        self._small = None
+        if end != start:
+            self._plan(start, end)
+        return end
+
+    def _plan(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         parts = super().partitions(start, end)
         whole = QueuesPartition(tuple(parts))
         if not parts or whole.messages > self.opts.driver_read_max_messages:
-            self._small = None
             return list(parts)
-        self._small = (start, end, whole)
+        if self._reading is None:
+            self._reading = ThreadPoolExecutor(1, thread_name_prefix="staticmq-driver-read")
+        self._small = Small(start, end, whole, self._reading.submit(_read_all, whole))
         return [whole]
 
-    def getCache(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[pa.RecordBatch] | None:
-        """The rows of the micro-batch `partitions(start, end)` just planned as one partition, read
-        now; None for a micro-batch planned as usual (Spark then runs its read tasks)."""
-        small, self._small = self._small, None
-        if small is None or small[0] != start or small[1] != end:
-            return None
-        from staticmq_spark.source.executor import read_partitions  # not in the process until a read
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:  # type: ignore[override]
+        small = self._small
+        if small is not None and small.start == start and small.end == end:
+            return [small.whole]  # planned, and being read, by latestOffset
+        self._small = None
+        return self._plan(start, end)
 
-        batches = list(read_partitions(small[2].parts))
-        log.debug("staticmq source: read %s on the driver", small[2])
+    def getCache(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[pa.RecordBatch] | None:
+        """The rows of the micro-batch `partitions(start, end)` just planned as one partition; None
+        for a micro-batch planned as usual (Spark then runs its read tasks)."""
+        small, self._small = self._small, None
+        if small is None or small.start != start or small.end != end:
+            return None
+        batches = small.rows.result()
+        log.debug("staticmq source: read %s on the driver", small.whole)
         return iter(batches)
 
     def read(self, partition: InputPartition) -> Any:  # type: ignore[override]
@@ -98,3 +119,25 @@ class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
             return read_partitions(partition.parts)
         assert isinstance(partition, QueuePartition)
         return super().read(partition)
+
+    def stop(self) -> None:
+        if self._reading is not None:
+            self._reading.shutdown(wait=True, cancel_futures=True)
+            self._reading = None
+        super().stop()
+
+
+@dataclass(frozen=True)
+class Small:
+    """A micro-batch planned as one partition, and its read (started when its end was chosen)."""
+
+    start: dict[str, Any]
+    end: dict[str, Any]
+    whole: QueuesPartition
+    rows: Future[list[pa.RecordBatch]]
+
+
+def _read_all(whole: QueuesPartition) -> list[pa.RecordBatch]:
+    from staticmq_spark.source.executor import read_partitions  # not in the process until a read
+
+    return list(read_partitions(whole.parts))

@@ -117,6 +117,37 @@ def test_driver_read_limits_each_micro_batch_by_its_admitted_messages(cluster: M
     assert sorted(got) == sorted(sent)
 
 
+def test_driver_read_starts_reading_a_small_micro_batch_when_latest_offset_chooses_its_end(
+    cluster: MemoryCluster,
+) -> None:
+    """The read overlaps Spark's offset-log write; it holds the chosen end's messages, never the
+    ones that arrive after it."""
+    reader = _reader(cluster, most=8)
+    start = reader.initialOffset()
+    sent = _send(cluster, 0)
+    end = reader.latestOffset(start, ReadAllAvailable())
+    started = reader._small
+    assert started is not None and started.end == end
+    assert _values(started.rows.result(timeout=30)) == sorted(sent), "read before Spark plans the batch"
+    _send(cluster, 1)  # after the end was chosen: the next micro-batch's
+    parts, rows = _run_partitions_func(reader, start, end)
+    assert parts[0].messages == 8 and rows is not None and sorted(rows.column("value").to_pylist()) == sorted(sent)
+    reader.stop()
+
+
+def test_driver_read_plans_and_reads_a_replayed_micro_batch_without_latest_offset(cluster: MemoryCluster) -> None:
+    """After a restart Spark replays the logged micro-batch: partitions(start, end) and getCache
+    come to a new reader whose latestOffset was never asked for that end."""
+    first = _reader(cluster, most=8)
+    start = first.initialOffset()
+    sent = _send(cluster, 0)
+    end = first.latestOffset(start, ReadAllAvailable())
+    first.stop()
+    restarted = _reader(cluster, most=8)
+    parts, rows = _run_partitions_func(restarted, start, end)
+    assert len(parts) == 1 and rows is not None and sorted(rows.column("value").to_pylist()) == sorted(sent)
+
+
 def test_driver_read_partition_run_as_a_task_reads_every_logic_queue_it_holds(cluster: MemoryCluster) -> None:
     """Had Spark not taken the rows sent with the plan, it would run the one partition as a Python
     task on a pickled reader: that task reads every queue of the micro-batch."""

@@ -9,11 +9,15 @@ import hmac
 import json
 import socket
 import struct
+import subprocess
+import sys
 import zlib
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from staticmq_spark.backends import BrokerState, parse_address
 from staticmq_spark.backends.rocketmq import fastjson
@@ -24,7 +28,7 @@ from staticmq_spark.backends.rocketmq.frames import FrameError, decode_frame, en
 from staticmq_spark.backends.rocketmq.reader import fence_segments
 from staticmq_spark.backends.rocketmq.remoting import encode_properties, sign_request
 from staticmq_spark.backends.rocketmq.routes import parse_mapping_detail, parse_route
-from staticmq_spark.backends.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, decode_stored
+from staticmq_spark.backends.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, SYSTEM_PROPERTIES, decode_stored
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping
 from staticmq_spark.protocol.auth import Credentials
@@ -183,6 +187,90 @@ def test_stored_messages_with_ipv6_hosts_long_topics_and_zlib_bodies_decode() ->
     got = decode_stored(body)
     assert got.columns.column("body").to_pylist() == [b"x" * 5000]
     assert got.columns.column("key").to_pylist() == ["k"]
+
+
+def _properties_as_rocketmq_reads_them(props: str) -> tuple[str | None, str | None, list[tuple[str, str]]]:
+    """The oracle: MessageDecoder.string2messageProperties, entry by entry, in plain Python."""
+    found: dict[str, str] = {}
+    user: list[tuple[str, str]] = []
+    for entry in props.split("\x02"):
+        if "\x01" not in entry:
+            continue
+        name, value = entry.split("\x01", 1)
+        found[name] = value
+        if name and name not in SYSTEM_PROPERTIES:
+            user.append((name, value))
+    return found.get("KEYS") or None, found.get("TAGS") or None, user
+
+
+_piece = st.lists(
+    st.sampled_from(["a", "é", "\x01", "\x02", "KEYS", "TAGS", "UNIQ_KEY", "x\x01", "日"]), max_size=4
+).map("".join)
+_entry = st.one_of(
+    st.tuples(st.sampled_from(["KEYS", "TAGS", "WAIT", "UNIQ_KEY", "color", "", "k\x01"]), _piece).map(
+        lambda nv: f"{nv[0]}\x01{nv[1]}"
+    ),
+    _piece,  # an entry that may hold no \x01 at all
+)
+_props = st.lists(_entry, max_size=6).map("\x02".join) | st.lists(_entry, max_size=6).map(
+    lambda es: "".join(e + "\x02" for e in es)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.binary(max_size=40), _props, st.booleans(), st.booleans()),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_stored_messages_decode_every_records_properties_as_rocketmq_reads_them(
+    records: list[tuple[bytes, str, bool, bool]],
+) -> None:
+    body = b"".join(
+        stored_record(b, p, queue_offset=i, v6=v6, magic=MAGIC_V2 if v2 else MAGIC_V1)
+        for i, (b, p, v6, v2) in enumerate(records)
+    )
+    got = decode_stored(body).columns.to_pydict()
+    expected = [_properties_as_rocketmq_reads_them(p) for _, p, _, _ in records]
+    assert got["key"] == [k for k, _, _ in expected]
+    assert got["tags"] == [t for _, t, _ in expected]
+    assert got["properties"] == [u for _, _, u in expected]
+    assert got["body"] == [b for b, _, _, _ in records]
+    without = decode_stored(body, properties=False).columns.to_pydict()
+    assert without["key"] == got["key"] and without["properties"] == [[] for _ in records]
+
+
+def test_stored_messages_whose_bodies_hold_the_magic_word_decode_in_order() -> None:
+    """The record chain is found by scanning for the magic word; a body holding those bytes by
+    chance must not start a record."""
+    fake = stored_record(b"inner", "KEYS\x01fake\x02")
+    body = b"".join(stored_record(fake + b"tail", f"KEYS\x01k{i}\x02", queue_offset=i) for i in range(3))
+    got = decode_stored(body)
+    assert got.queue_offsets.tolist() == [0, 1, 2]
+    assert got.columns.column("key").to_pylist() == ["k0", "k1", "k2"]
+    assert got.columns.column("body").to_pylist() == [fake + b"tail"] * 3
+
+
+def test_a_rocketmq_read_tasks_decode_path_imports_no_pandas() -> None:
+    body = b"".join(
+        stored_record(b"v", f"KEYS\x01k{i}\x02TAGS\x01t\x02UNIQ_KEY\x01u{i}\x02color\x01red\x02", queue_offset=i)
+        for i in range(3)
+    )
+    code = (
+        "import sys\n"
+        "from staticmq_spark.backends.rocketmq.stored_messages import decode_stored\n"
+        "from staticmq_spark.source.schema import arrow_schema, to_spark_batch\n"
+        f"m = decode_stored({body!r})\n"
+        "b = to_spark_batch(m, topic='t', logic_queue=0, offset_delta=5, bname='b', schema=arrow_schema(True),\n"
+        "                   include_properties=True)\n"
+        "assert b.num_rows == 3 and b.column('key').to_pylist() == ['k0', 'k1', 'k2'], b\n"
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
 
 
 def test_a_corrupt_pulled_body_is_refused() -> None:
