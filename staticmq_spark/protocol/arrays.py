@@ -95,6 +95,22 @@ def nullable_strings(values: pa.Array, present: npt.NDArray[Any]) -> pa.Array:
     return pa.StringArray.from_buffers(len(text), text.buffers()[1], text.buffers()[2], validity, nulls, text.offset)
 
 
+def repeated(value: str | bytes, n: int) -> pa.Array:
+    """`n` copies of one value: a string array for a str, a binary array for bytes."""
+    raw = value.encode() if isinstance(value, str) else value
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    kind = pa.string() if isinstance(value, str) else pa.binary()
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+def scalar(value: str | bool) -> pa.Scalar:
+    """A string or bool Arrow scalar, for compute arguments (`pa.scalar`, and a Python value given
+    to a kernel, which pyarrow turns into one, import pandas)."""
+    if isinstance(value, bool):
+        return flags(np.array([value]))[0]
+    return strings([value])[0]
+
+
 def empty_large_binaries(n: int) -> pa.Array:
     """`n` empty large_binary values."""
     offsets = np.zeros(n + 1, dtype=np.int64)

@@ -121,3 +121,11 @@ def test_a_sink_tasks_encode_and_routing_path_imports_no_pandas() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
+
+
+def test_repeated_values_and_scalars_equal_what_pa_array_and_pa_scalar_build() -> None:
+    for value, n in (("ab", 3), ("", 2), ("日", 2), ("x", 0)):
+        assert arrays.repeated(value, n).equals(pa.array([value] * n, pa.string()))
+    assert arrays.repeated(b"\x00z", 2).equals(pa.array([b"\x00z"] * 2, pa.binary()))
+    assert arrays.repeated(b"", 2).equals(pa.array([b""] * 2, pa.binary()))
+    assert arrays.scalar("q").equals(pa.scalar("q")) and arrays.scalar(False).equals(pa.scalar(False))

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from staticmq_spark.backends import BrokerState, parse_address
 from staticmq_spark.backends.rocketmq import fastjson
-from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
+from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column, uniq_keys
 from staticmq_spark.backends.rocketmq.connection import split_host_port
+from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
 from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
 from staticmq_spark.backends.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
 from staticmq_spark.backends.rocketmq.reader import fence_segments
@@ -266,6 +267,58 @@ def test_a_rocketmq_read_tasks_decode_path_imports_no_pandas() -> None:
         "b = to_spark_batch(m, topic='t', logic_queue=0, offset_delta=5, bname='b', schema=arrow_schema(True),\n"
         "                   include_properties=True)\n"
         "assert b.num_rows == 3 and b.column('key').to_pylist() == ['k0', 'k1', 'k2'], b\n"
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
+
+
+def test_row_ids_are_added_to_each_rows_properties_and_win_over_a_users_own() -> None:
+    props = pa.array(
+        [[("a", "1"), (ROW_ID, "mine")], None, [], [("b", None)], [("c", "3")]], pa.map_(pa.string(), pa.string())
+    ).slice(1)
+    ids = row_ids("w", 7, 2, 10, 4)
+    assert ids.to_pylist() == ["w:7:2:10", "w:7:2:11", "w:7:2:12", "w:7:2:13"]
+    got = with_row_ids(props, ids).to_pylist()
+    assert got == [
+        [(ROW_ID, "w:7:2:10")],
+        [(ROW_ID, "w:7:2:11")],
+        [("b", None), (ROW_ID, "w:7:2:12")],
+        [("c", "3"), (ROW_ID, "w:7:2:13")],
+    ]
+    whole = pa.array([[("a", "1"), (ROW_ID, "mine")]], pa.map_(pa.string(), pa.string()))
+    assert with_row_ids(whole, row_ids("w", 0, 0, 0, 1)).to_pylist() == [[("a", "1"), (ROW_ID, "w:0:0:0")]]
+    assert with_row_ids(None, ids[:2]).to_pylist() == [[(ROW_ID, "w:7:2:10")], [(ROW_ID, "w:7:2:11")]]
+
+
+def test_uniq_keys_are_the_prefix_then_the_row_number_in_eight_hex_digits() -> None:
+    rows = np.array([0, 1, 255, 0xABCDEF12], dtype=np.int64)
+    assert uniq_keys("P1", rows).to_pylist() == [f"P1{i:08X}" for i in rows.tolist()]
+    assert uniq_keys("P1", rows[:0]).to_pylist() == []
+
+
+def test_a_rocketmq_sink_tasks_encode_path_imports_no_pandas() -> None:
+    """Row ids, UNIQ_KEYs, the properties strings, half marks, the batch records and the per-row
+    request frames of a sink task, in a fresh interpreter."""
+    code = (
+        "import sys, numpy as np, pyarrow as pa\n"
+        "from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column, uniq_keys\n"
+        "from staticmq_spark.backends.rocketmq.direct_sink import row_ids, with_row_ids\n"
+        "from staticmq_spark.backends.rocketmq.frame_columns import encode_frames\n"
+        "from staticmq_spark.backends.rocketmq.transactions import half_properties\n"
+        "from staticmq_spark.backends.targets import KEYLESS\n"
+        "from staticmq_spark.protocol import arrays\n"
+        "props = pa.MapArray.from_arrays(arrays.numbers(np.array([0, 1, 1], dtype=np.int32)),\n"
+        "    arrays.strings(['color']), arrays.strings(['red']))\n"
+        "keys, tags = arrays.strings(['k1', '']), arrays.strings(['t', 'u'])\n"
+        "user = with_row_ids(props, row_ids('w', 1, 0, 0, 2))\n"
+        "props = properties_column(keys, tags, user, uniq_keys('T', np.arange(2)))\n"
+        "marked = half_properties(props, 'G', 'x\\x01y\\x02')\n"
+        "rows = encode_rows(arrays.repeated(b'body', 2), marked)\n"
+        "frames = encode_frames(10, np.arange(2, dtype=np.int64), {'topic': 't'}, {'properties': marked})\n"
+        "assert rows.count == 2 and len(frames.frames(0, 2)) > 0\n"
+        "assert arrays.int64_filled(pa.nulls(2, pa.int32()), KEYLESS).tolist() == [KEYLESS, KEYLESS]\n"
         "print('pandas' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -14,11 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidBatchError, MessageTooLargeError
+from staticmq_spark.protocol import arrays
 
 HEADER = 20
 MAX_PROPERTIES = 32767
 MAX_MESSAGE = 4 * 1024 * 1024
 I64 = npt.NDArray[np.int64]
+# Scalars made once, from arrays: pa.scalar, or a Python value given to a kernel, imports pandas.
+_EMPTY, _ENTRY_END, _PAIR = arrays.scalar(""), arrays.scalar("\x02"), arrays.scalar("\x01")
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_NIBBLES = np.arange(28, -4, -4, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,31 +63,43 @@ def _data(arr: pa.Array) -> npt.NDArray[np.uint8]:
 
 def _entry(name: str, values: pa.Array) -> pa.Array:
     """`name\\x01value\\x02` where value is set, "" where it is null or empty."""
-    text = pc.binary_join_element_wise(pa.scalar(name + "\x01"), values.cast(pa.string()), pa.scalar("\x02"), "")
-    return pc.if_else(pc.or_kleene(values.is_null(), pc.equal(values.cast(pa.string()), "")), "", text).fill_null("")
+    text = values.cast(pa.string())
+    joined = pc.binary_join_element_wise(arrays.scalar(name + "\x01"), text, _ENTRY_END, _EMPTY)
+    return pc.if_else(pc.or_kleene(values.is_null(), pc.equal(text, _EMPTY)), _EMPTY, joined).fill_null(_EMPTY)
 
 
 def _user_entries(props: pa.Array, n: int) -> pa.Array:
     if props is None or props.null_count == n:
-        return pa.array([""] * n, pa.string())
+        return arrays.repeated("", n)
     props = props.cast(pa.map_(pa.string(), pa.string()))
     keys, items = props.keys, props.items
-    pairs = pc.binary_join_element_wise(keys, pa.scalar("\x01"), items.fill_null(""), pa.scalar("\x02"), "")
+    pairs = pc.binary_join_element_wise(keys, _PAIR, items.fill_null(_EMPTY), _ENTRY_END, _EMPTY)
     offsets = props.offsets
     lists = pa.ListArray.from_arrays(offsets, pairs)
-    return pc.binary_join(lists, "").fill_null("")
+    return pc.binary_join(lists, _EMPTY).fill_null(_EMPTY)
 
 
 def properties_column(keys: pa.Array | None, tags: pa.Array | None, props: pa.Array | None, uniq: pa.Array) -> pa.Array:
     n = len(uniq)
     parts = [
-        _entry("KEYS", keys) if keys is not None else pa.array([""] * n, pa.string()),
-        _entry("TAGS", tags) if tags is not None else pa.array([""] * n, pa.string()),
+        _entry("KEYS", keys) if keys is not None else arrays.repeated("", n),
+        _entry("TAGS", tags) if tags is not None else arrays.repeated("", n),
         _entry("UNIQ_KEY", uniq),
-        pa.array(["WAIT\x01true\x02"] * n, pa.string()) if n else pa.array([], pa.string()),
-        _user_entries(props, n) if props is not None else pa.array([""] * n, pa.string()),
+        arrays.repeated("WAIT\x01true\x02", n),
+        _user_entries(props, n) if props is not None else arrays.repeated("", n),
     ]
-    return pc.binary_join_element_wise(*parts, "")
+    return pc.binary_join_element_wise(*parts, _EMPTY)
+
+
+def uniq_keys(prefix: str, rows: I64) -> pa.Array:
+    """Each row's UNIQ_KEY: `prefix`, then the row number as 8 hex digits."""
+    n = len(rows)
+    head = prefix.encode()
+    text = np.empty((n, len(head) + 8), dtype=np.uint8)
+    text[:, : len(head)] = np.frombuffer(head, dtype=np.uint8)
+    text[:, len(head) :] = _HEX[(np.asarray(rows, dtype=np.int64)[:, None] >> _NIBBLES) & 0xF]
+    offsets = np.arange(n + 1, dtype=np.int32) * text.shape[1]
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text.tobytes())])
 
 
 def encode_rows(bodies: pa.Array, properties: pa.Array) -> EncodedRows:
@@ -90,7 +107,7 @@ def encode_rows(bodies: pa.Array, properties: pa.Array) -> EncodedRows:
     if n == 0:
         raise InvalidBatchError("a batch needs at least one message")
     if bodies.null_count:
-        raise InvalidBatchError(f"message {int(np.flatnonzero(np.asarray(bodies.is_null()))[0])} has no body")
+        raise InvalidBatchError(f"message {int(np.flatnonzero(~arrays.valid(bodies))[0])} has no body")
     bo, po = _offsets(bodies), _offsets(properties)
     body_len, prop_len = np.diff(bo), np.diff(po)
     if np.any(prop_len > MAX_PROPERTIES):

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from staticmq_spark.backends.rocketmq.batch_encode import uniq_keys
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, encode_properties
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.rocketmq.transactions import create_plain_topic, query_by_key
@@ -54,19 +54,6 @@ class HalfRun:
 
     def uniq_keys(self) -> pa.Array:
         return uniq_keys(self.token, self.rows)
-
-
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
-_NIBBLES = np.arange(28, -4, -4, dtype=np.int64)
-
-
-def uniq_keys(token: str, rows: I64) -> pa.Array:
-    """Each row's UNIQ_KEY: the attempt's token, then the row number as 8 hex digits."""
-    n = len(rows)
-    digits = _HEX[(np.asarray(rows, dtype=np.int64)[:, None] >> _NIBBLES) & 0xF]
-    offsets = np.arange(0, 8 * n + 1, 8, dtype=np.int32)
-    hexes = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(digits.tobytes())])
-    return pc.binary_join_element_wise(pa.scalar(token), hexes, "")
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,17 @@ from staticmq_spark.backends.api import TaskWrite
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
 from staticmq_spark.backends.targets import KEYLESS
 from staticmq_spark.backends.types import WriteSettings
+from staticmq_spark.protocol import arrays
 
 log = logging.getLogger(__name__)
 ROW_ID = "staticmq_row_id"
+_EMPTY, _ROW_ID, _TRUE = arrays.scalar(""), arrays.scalar(ROW_ID), arrays.scalar(True)
 
 
 def row_ids(writer: str, batch: int, partition: int, first: int, n: int) -> pa.Array:
-    prefix = pa.scalar(f"{writer}:{batch}:{partition}:")
-    numbers = pa.array(np.arange(first, first + n, dtype=np.int64)).cast(pa.string())
-    return pc.binary_join_element_wise(prefix, numbers, "")
+    prefix = arrays.scalar(f"{writer}:{batch}:{partition}:")
+    numbers = arrays.numbers(np.arange(first, first + n, dtype=np.int64)).cast(pa.string())
+    return pc.binary_join_element_wise(prefix, numbers, _EMPTY)
 
 
 def with_row_ids(props: pa.Array | None, ids: pa.Array) -> pa.Array:
@@ -37,22 +39,23 @@ def with_row_ids(props: pa.Array | None, ids: pa.Array) -> pa.Array:
     n = len(ids)
     map_type = pa.map_(pa.string(), pa.string())
     if props is None:
-        offsets = pa.array(np.arange(n + 1, dtype=np.int32))
-        return pa.MapArray.from_arrays(offsets, pa.array([ROW_ID] * n, pa.string()), ids)
+        offsets = arrays.numbers(np.arange(n + 1, dtype=np.int32))
+        return pa.MapArray.from_arrays(offsets, arrays.repeated(ROW_ID, n), ids)
     props = props.cast(map_type)
     pairs = pa.StructArray.from_arrays([props.keys, props.items], ["key", "value"])  # not sliced; offsets are
-    as_list = pa.ListArray.from_arrays(pa.array(np.asarray(props.offsets)), pairs)  # null map: no entries
+    as_list = pa.ListArray.from_arrays(props.offsets, pairs)  # a null map: no entries (a list, not null)
     entries = pc.list_flatten(as_list)
-    parents = np.asarray(pc.list_parent_indices(as_list), dtype=np.int64)
+    parents = arrays.int64_values(pc.list_parent_indices(as_list))
     flat_keys, flat_items = entries.field(0), entries.field(1)
-    user = np.asarray(pc.not_equal(flat_keys, ROW_ID).fill_null(True), dtype=bool)
-    keys = pa.concat_arrays([flat_keys.filter(pa.array(user)), pa.array([ROW_ID] * n, pa.string())])
-    items = pa.concat_arrays([flat_items.filter(pa.array(user)), ids.cast(pa.string())])
+    user = arrays.flag_values(pc.not_equal(flat_keys, _ROW_ID).fill_null(_TRUE))
+    keep = arrays.flags(user)
+    keys = pa.concat_arrays([flat_keys.filter(keep), arrays.repeated(ROW_ID, n)])
+    items = pa.concat_arrays([flat_items.filter(keep), ids.cast(pa.string())])
     owner = np.concatenate([parents[user], np.arange(n, dtype=np.int64)])
-    order = pa.array(np.argsort(owner, kind="stable"))
+    order = arrays.numbers(np.argsort(owner, kind="stable"))
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets), keys.take(order), items.take(order))
+    return pa.MapArray.from_arrays(arrays.numbers(offsets), keys.take(order), items.take(order))
 
 
 def write_direct(
@@ -72,7 +75,7 @@ def write_direct(
         ids = row_ids(writer, batch, partition, rows, rb.num_rows)
         queues = None
         if "queueId" in names:
-            queues = np.asarray(col("queueId").cast(pa.int64()).fill_null(KEYLESS).to_numpy(zero_copy_only=False))
+            queues = arrays.int64_filled(col("queueId"), KEYLESS)
         producer.send_batch(
             opts.topic,
             col("value"),

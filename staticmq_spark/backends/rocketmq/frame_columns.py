@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from staticmq_spark.backends.rocketmq.batch_encode import scatter_pieces
 from staticmq_spark.backends.rocketmq.frames import CLIENT_VERSION, JSON
+from staticmq_spark.protocol import arrays
 
 I64 = npt.NDArray[np.int64]
 _ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"'}
@@ -58,15 +59,15 @@ def encode_frames(
     fixed_fields = {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in fixed.items()}
     head = json.dumps({"code": int(code), "extFields": fixed_fields}, separators=(",", ":"))
     head = head[:-2]  # reopen extFields: `...}}` -> `...`
-    parts: list[pa.Array | pa.Scalar] = [pa.scalar(head + ("," if fixed_fields else ""))]
+    parts: list[pa.Array | pa.Scalar] = [arrays.scalar(head + ("," if fixed_fields else ""))]
     for i, (name, values) in enumerate(varying.items()):
         sep = "," if i else ""
-        parts += [pa.scalar(f'{sep}"{name}":"'), json_escaped(values), pa.scalar('"')]
+        parts += [arrays.scalar(f'{sep}"{name}":"'), json_escaped(values), arrays.scalar('"')]
     tail = '},"flag":0,"language":"PYTHON","opaque":'
-    parts += [pa.scalar(tail), pa.array(opaques).cast(pa.string())]
-    parts.append(pa.scalar(f',"serializeTypeCurrentRPC":"JSON","version":{CLIENT_VERSION}}}'))
-    headers = pc.binary_join_element_wise(*parts, "").cast(pa.large_binary())
-    body = (bodies if bodies is not None else pa.array([b""] * n, pa.binary())).cast(pa.large_binary())
+    parts += [arrays.scalar(tail), arrays.numbers(np.asarray(opaques, dtype=np.int64)).cast(pa.string())]
+    parts.append(arrays.scalar(f',"serializeTypeCurrentRPC":"JSON","version":{CLIENT_VERSION}}}'))
+    headers = pc.binary_join_element_wise(*parts, arrays.scalar("")).cast(pa.large_binary())
+    body = (bodies if bodies is not None else arrays.repeated(b"", n)).cast(pa.large_binary())
     h_off = np.frombuffer(headers.buffers()[1], dtype=np.int64, count=n + 1)
     b_off = np.frombuffer(body.buffers()[1], dtype=np.int64, count=n + 1 + body.offset)[body.offset :]
     h_len, b_len = np.diff(h_off), np.diff(b_off)

@@ -17,12 +17,14 @@ import pyarrow as pa
 from staticmq_spark.backends.address import ClusterAddress, parse_address
 from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
+from staticmq_spark.backends.rocketmq.batch_encode import uniq_keys as make_uniq_keys
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
 from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
+from staticmq_spark.protocol import arrays
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.row_decode import decode_batch
@@ -145,7 +147,7 @@ class RocketMQProducer(Closeable):
             targets[keyless] = next(self._round_robin) % route.total_queues
         if uniq_keys is None:
             prefix = f"{self._id}{next(self._seq):08X}"
-            uniq_keys = pa.array([f"{prefix}{i:08X}" for i in range(n)], pa.string())
+            uniq_keys = make_uniq_keys(prefix, np.arange(n, dtype=np.int64))
         props = properties_column(key_arr, tag_arr, prop_arr, uniq_keys)
         results: list[SendResult] = []
         failed: dict[int, StaticMQError] = {}
@@ -155,7 +157,7 @@ class RocketMQProducer(Closeable):
             order = np.arange(n, dtype=np.int64)
         for target, a, b in runs:
             rows = order[a:b]
-            take = pa.array(rows)
+            take = arrays.numbers(rows)
             encoded = encode_rows(body_arr.take(take), props.take(take))
             for lo, hi in encoded.chunks():
                 requests += 1

@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
-from staticmq_spark.backends.rocketmq.batch_encode import properties_column
-from staticmq_spark.backends.rocketmq.decisions import Decision, DecisionLog, HalfRun, uniq_keys
+from staticmq_spark.backends.rocketmq.batch_encode import properties_column, uniq_keys
+from staticmq_spark.backends.rocketmq.decisions import Decision, DecisionLog, HalfRun
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
@@ -46,6 +46,7 @@ from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.errors import ConflictError, InvalidArgumentError, StaticMQError
 from staticmq_spark.mapping.rules import leader as chain_leader
+from staticmq_spark.protocol import arrays
 
 log = logging.getLogger(__name__)
 J = TypeVar("J")
@@ -136,7 +137,7 @@ class RocketMQTransactionalSink:
             col = rb.column
             explicit = None
             if "queueId" in names:
-                explicit = np.asarray(col("queueId").cast(pa.int64()).fill_null(KEYLESS).to_numpy(zero_copy_only=False))
+                explicit = arrays.int64_filled(col("queueId"), KEYLESS)
             keys = col("key") if "key" in names else None
             targets = row_targets(settings.topic, total, n, keys, explicit)
             numbers = np.arange(rows, rows + n, dtype=np.int64)
@@ -190,7 +191,7 @@ class RocketMQTransactionalSink:
         """One broker's halves: each of its logic queues' rows (`picked` positions of the batch)."""
         sent = []
         for logic, lead, picked in jobs:
-            take = pa.array(picked)
+            take = arrays.numbers(picked)
             halves = send_halves(
                 self.client,
                 lead.addr,

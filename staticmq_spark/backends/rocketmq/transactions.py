@@ -34,6 +34,7 @@ from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
 from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError
+from staticmq_spark.protocol import arrays
 
 I64 = npt.NDArray[np.int64]
 PREPARED = 0x4  # MessageSysFlag.TRANSACTION_PREPARED_TYPE
@@ -49,7 +50,7 @@ def half_properties(properties: pa.Array, producer_group: str, extra: str = "") 
     """Each row's properties string (batch_encode.properties_column) marked as a half of
     `producer_group`, with `extra` (already in `name\x01value\x02` form) after it."""
     mark = f"TRAN_MSG\x01true\x02PGROUP\x01{producer_group}\x02{extra}"
-    return pc.binary_join_element_wise(properties.cast(pa.string()), pa.scalar(mark), "")
+    return pc.binary_join_element_wise(properties.cast(pa.string()), arrays.scalar(mark), arrays.scalar(""))
 
 
 def commit_log_offset(offset_msg_id: str) -> int:
@@ -79,7 +80,7 @@ class RowRequests:
         return len(next(iter(self.varying.values())))
 
     def take(self, rows: Sequence[int]) -> RowRequests:
-        idx = pa.array(rows, pa.int64())
+        idx = arrays.numbers(np.asarray(rows, dtype=np.int64))
         bodies = None if self.bodies is None else self.bodies.take(idx)
         return RowRequests(self.fixed, {k: v.take(idx) for k, v in self.varying.items()}, bodies)
 
@@ -199,8 +200,8 @@ def end_halves(
             "fromTransactionCheck": False,
         },
         {
-            "tranStateTableOffset": pa.array(halves.table_offsets).cast(pa.string()),
-            "commitLogOffset": pa.array(halves.commit_log_offsets).cast(pa.string()),
+            "tranStateTableOffset": arrays.numbers(halves.table_offsets).cast(pa.string()),
+            "commitLogOffset": arrays.numbers(halves.commit_log_offsets).cast(pa.string()),
             "msgId": uniq,
             "transactionId": uniq,
         },
