@@ -247,11 +247,12 @@ def test_stored_messages_whose_bodies_hold_the_magic_word_decode_in_order() -> N
     """The record chain is found by scanning for the magic word; a body holding those bytes by
     chance must not start a record."""
     fake = stored_record(b"inner", "KEYS\x01fake\x02")
-    body = b"".join(stored_record(fake + b"tail", f"KEYS\x01k{i}\x02", queue_offset=i) for i in range(3))
-    got = decode_stored(body)
-    assert got.queue_offsets.tolist() == [0, 1, 2]
-    assert got.columns.column("key").to_pylist() == ["k0", "k1", "k2"]
-    assert got.columns.column("body").to_pylist() == [fake + b"tail"] * 3
+    for keys in (["k0", "k1", "k2"], ["k", "kk", "kkk"]):  # records of one size, and of three
+        body = b"".join(stored_record(fake + b"tail", f"KEYS\x01{k}\x02", queue_offset=i) for i, k in enumerate(keys))
+        got = decode_stored(body)
+        assert got.queue_offsets.tolist() == [0, 1, 2]
+        assert got.columns.column("key").to_pylist() == keys
+        assert got.columns.column("body").to_pylist() == [fake + b"tail"] * 3
 
 
 def test_a_rocketmq_read_tasks_decode_path_imports_no_pandas() -> None:

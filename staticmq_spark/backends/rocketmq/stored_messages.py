@@ -7,6 +7,7 @@ body and properties are zero-copy slices of the pulled buffer.
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import numpy as np
@@ -101,18 +102,28 @@ _HEAD = np.dtype(
 )
 _MAGIC_HEAD = np.frombuffer(MAGIC_V1.to_bytes(4, "big", signed=True)[:3], dtype=np.uint8)
 _MAGIC_LAST = (MAGIC_V1 & 0xFF, MAGIC_V2 & 0xFF)
+_I32 = struct.Struct(">i")
 
 
 def record_starts(body: bytes) -> I64:
-    """Where each record begins. Records chain by their TOTALSIZE, which only a walk can follow;
-    so the candidates come from a scan for the magic word (vectorized), and are kept when they
-    are exactly the chain: every one's size ends where the next begins, the last at the body's
-    end. A body that holds the magic bytes by chance fails that check and takes the walk."""
+    """Where each record begins. Records chain by their TOTALSIZE, which only a walk follows for
+    sure, at ~0.3 us a record in Python. Two shortcuts come first: records all of one size (one
+    vectorized check), then a vectorized scan for the magic word whose finds are kept only if they
+    are exactly the chain (every one's size ends where the next begins, the last at the body's
+    end; a body that holds the magic bytes by chance fails that check and is walked)."""
     raw = np.frombuffer(body, dtype=np.uint8)
+    end = len(body)
+    if end == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = _size_at(body, 0, end)
+    if end % first == 0:
+        same = np.arange(0, end, first, dtype=np.int64)
+        if bool(np.all(_be(raw, same, 4) == first)):
+            return same
     starts = _magic_candidates(raw)
     if len(starts) and starts[0] == 0 and _chained(raw, starts):
         return starts
-    return _walk(body, raw)
+    return _walk(body)
 
 
 def _magic_candidates(raw: npt.NDArray[np.uint8]) -> I64:
@@ -132,23 +143,21 @@ def _chained(raw: npt.NDArray[np.uint8], starts: I64) -> bool:
     return bool(np.all(sizes >= 92)) and bool(np.array_equal(ends[:-1], starts[1:])) and int(ends[-1]) == len(raw)
 
 
-def _walk(body: bytes, raw: npt.NDArray[np.uint8]) -> I64:
-    """The record chain followed one size at a time; a run of equal sizes is checked and skipped
-    with one vectorized read."""
+def _walk(body: bytes) -> I64:
+    """The record chain followed one size at a time."""
     end = len(body)
-    pieces: list[I64] = []
+    starts: list[int] = []
+    add, size_at = starts.append, _I32.unpack_from
     pos = 0
     while pos < end:
-        size = _size_at(body, pos, end)
-        count = (end - pos) // size
-        run = 1
-        if count > 1 and _size_at(body, pos + size, end) == size:
-            at = pos + size * np.arange(count, dtype=np.int64)
-            same = _be(raw, at, 4) == size
-            run = count if bool(same.all()) else int(np.argmin(same))
-        pieces.append(pos + size * np.arange(run, dtype=np.int64))
-        pos += size * run
-    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+        if end - pos < 4:
+            raise FrameError(f"pulled body ends with {end - pos} stray byte(s) at {pos}")
+        size = size_at(body, pos)[0]
+        if size < 92 or pos + size > end:
+            raise FrameError(f"stored message at byte {pos} has size {size}: the pulled body is corrupt")
+        add(pos)
+        pos += size
+    return np.array(starts, dtype=np.int64)
 
 
 def _size_at(body: bytes, pos: int, end: int) -> int:
