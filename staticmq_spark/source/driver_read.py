@@ -68,48 +68,47 @@ class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
         # pyspark's runner asks the wrapped reader of a wrapper for Trigger.AvailableNow: this one.
         self.simple_reader = self  # type: ignore[assignment]
         self.cache = []
-        self._small: Small | None = None
+        self._batch: Planned | None = None
         self._reading: ThreadPoolExecutor | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state["_small"] = None
+        state["_batch"] = None
         state["_reading"] = None
         return state
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The end of the next micro-batch; a small one's read starts now (see the module doc)."""
+        """The end of the next micro-batch, planned at once; a small one's read starts now (see the
+        module doc)."""
         end = super().latestOffset(start, limit)
-        self._small = None
+        self._batch = None
         if end != start:
-            self._plan(start, end)
+            self._batch = self._plan(start, end)
         return end
 
-    def _plan(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+    def _plan(self, start: dict[str, Any], end: dict[str, Any]) -> Planned:
         parts = super().partitions(start, end)
         whole = QueuesPartition(tuple(parts))
         if not parts or whole.messages > self.opts.driver_read_max_messages:
-            return list(parts)
+            return Planned(start, end, list(parts), None)
         if self._reading is None:
             self._reading = ThreadPoolExecutor(1, thread_name_prefix="staticmq-driver-read")
-        self._small = Small(start, end, whole, self._reading.submit(_read_all, whole))
-        return [whole]
+        return Planned(start, end, [whole], self._reading.submit(_read_all, whole))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:  # type: ignore[override]
-        small = self._small
-        if small is not None and small.start == start and small.end == end:
-            return [small.whole]  # planned, and being read, by latestOffset
-        self._small = None
-        return self._plan(start, end)
+        planned = self._batch
+        if planned is None or planned.start != start or planned.end != end:
+            planned = self._batch = self._plan(start, end)  # e.g. the replayed batch of a restart
+        return planned.parts
 
     def getCache(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[pa.RecordBatch] | None:
         """The rows of the micro-batch `partitions(start, end)` just planned as one partition; None
         for a micro-batch planned as usual (Spark then runs its read tasks)."""
-        small, self._small = self._small, None
-        if small is None or small.start != start or small.end != end:
+        planned, self._batch = self._batch, None
+        if planned is None or planned.rows is None or planned.start != start or planned.end != end:
             return None
-        batches = small.rows.result()
-        log.debug("staticmq source: read %s on the driver", small.whole)
+        batches = planned.rows.result()
+        log.debug("staticmq source: read %s on the driver", planned.parts[0])
         return iter(batches)
 
     def read(self, partition: InputPartition) -> Any:  # type: ignore[override]
@@ -128,13 +127,14 @@ class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
 
 
 @dataclass(frozen=True)
-class Small:
-    """A micro-batch planned as one partition, and its read (started when its end was chosen)."""
+class Planned:
+    """A micro-batch as planned when its end was chosen: one partition with its read under way
+    (`rows`), or one partition per logic queue for Spark's read tasks (`rows` None)."""
 
     start: dict[str, Any]
     end: dict[str, Any]
-    whole: QueuesPartition
-    rows: Future[list[pa.RecordBatch]]
+    parts: list[InputPartition]
+    rows: Future[list[pa.RecordBatch]] | None
 
 
 def _read_all(whole: QueuesPartition) -> list[pa.RecordBatch]:

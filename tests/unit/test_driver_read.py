@@ -20,6 +20,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from staticmq_spark.backends.memory import MemoryCluster
 from staticmq_spark.data_source import StaticMQDataSource
 from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.source import stream_reader
 from staticmq_spark.source.driver_read import DriverReadStreamReader, QueuesPartition
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.partition import QueuePartition
@@ -126,12 +127,30 @@ def test_driver_read_starts_reading_a_small_micro_batch_when_latest_offset_choos
     start = reader.initialOffset()
     sent = _send(cluster, 0)
     end = reader.latestOffset(start, ReadAllAvailable())
-    started = reader._small
-    assert started is not None and started.end == end
+    started = reader._batch
+    assert started is not None and started.end == end and started.rows is not None
     assert _values(started.rows.result(timeout=30)) == sorted(sent), "read before Spark plans the batch"
     _send(cluster, 1)  # after the end was chosen: the next micro-batch's
     parts, rows = _run_partitions_func(reader, start, end)
     assert parts[0].messages == 8 and rows is not None and sorted(rows.column("value").to_pylist()) == sorted(sent)
+    reader.stop()
+
+
+@pytest.mark.parametrize("most", [8, 7])  # the 8 messages as one partition, and one per logic queue
+def test_driver_read_plans_each_micro_batch_once_when_latest_offset_chooses_its_end(
+    cluster: MemoryCluster, most: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = _reader(cluster, most=most)
+    start = reader.initialOffset()
+    _send(cluster, 0)
+    end = reader.latestOffset(start, ReadAllAvailable())
+
+    def no_second_look(*_args: Any) -> None:
+        raise AssertionError("partitions() asked the brokers again for a micro-batch latestOffset planned")
+
+    monkeypatch.setattr(stream_reader, "take_snapshot", no_second_look)
+    parts, rows = _run_partitions_func(reader, start, end)
+    assert len(parts) == (1 if most == 8 else 4) and (rows is None) == (most == 7)
     reader.stop()
 
 
