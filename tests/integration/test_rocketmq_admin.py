@@ -90,6 +90,14 @@ def test_static_topic_created_by_staticmq_remapped_by_mqadmin_and_by_staticmq_ag
         assert all(len(c) == (3 if c[0].bname == brokers[0] else 2) for c in report.chains.values())
 
 
+def test_a_static_topic_is_routed_to_live_leaders_when_its_creation_returns(rocketmq_cluster: LocalRocketMQ) -> None:
+    ns, topic = rocketmq_cluster.address, f"rmq-routed-{next(_n)}"
+    with Admin(ns) as admin:
+        admin.update_static_topic(topic, 4, cluster="DefaultCluster")
+    with PullConsumer(ns) as consumer:  # a fresh client: the name server's route, asked once
+        assert [consumer.max_offset(topic, q) for q in range(4)] == [0, 0, 0, 0]
+
+
 def test_staticmq_grows_a_rocketmq_static_topic_and_new_queues_take_keys(rocketmq_cluster: LocalRocketMQ) -> None:
     ns, topic = rocketmq_cluster.address, f"rmq-grow-{next(_n)}"
     with Admin(ns) as admin:

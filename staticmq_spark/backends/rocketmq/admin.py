@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.rocketmq.admin_calls import AdminCalls
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import RocketMQError
@@ -32,6 +33,7 @@ from staticmq_spark.backends.types import (
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import (
     BrokerNotFoundError,
+    BrokerUnavailableError,
     InvalidArgumentError,
     InvalidOptionError,
     StaticTopicRefusedError,
@@ -42,6 +44,7 @@ from staticmq_spark.mapping import ConsistencyReport, check_consistency
 from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress, TopicRouteView
 from staticmq_spark.protocol.topic import TopicConfig
 
+ROUTE_WAIT_S = 90.0  # for a new static topic's route (three periodic registrations of a broker)
 # MixAll.PREDEFINE_GROUP_SET of RocketMQ 5.5: the broker's own groups, not users'
 ROCKETMQ_GROUPS = frozenset(
     {
@@ -197,8 +200,32 @@ class RocketMQAdmin(Closeable):
             topic, total_queues, targets, current, chains, epoch, [b for b in same_cluster if b in masters], now_ms()
         )
         self._write(plan, sorted(plan.brokers))
+        self._await_route(topic, total_queues)
         made = f"{len(plan.created)} logic queue(s) created"
         return OperationResult(topic, plan.epoch, total_queues, {}, dict(plan.created), made)
+
+    def _await_route(self, topic: str, total_queues: int) -> None:
+        """Until the name servers route every logic queue to a live leader: a broker registers a
+        topic it was just given with the name servers on its own, and a registration that times out
+        on a busy machine waits for the next periodic one (30 s), during which sends fail."""
+        deadline = time.monotonic() + ROUTE_WAIT_S
+        attempt = 0
+        while True:
+            try:
+                route = self.reader.route(topic, refresh=True)
+                missing = [q for q in range(total_queues) if route.leaders.get(q) not in route.masters]
+                if not missing:
+                    return
+                why = f"logic queue(s) {missing} have no live leader in it"
+            except (TopicNotFoundError, BrokerUnavailableError, RocketMQError) as exc:
+                why = exc.message
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(
+                    f"static topic {topic!r} was written to its brokers, but the name servers' route "
+                    f"is not complete after {ROUTE_WAIT_S:g} s: {why}"
+                )
+            attempt += 1
+            time.sleep(backoff_s(attempt, deadline))
 
     def remapping_static_topic(
         self,
