@@ -147,23 +147,17 @@ def _walk(body: bytes) -> I64:
     """The record chain followed one size at a time."""
     end = len(body)
     starts: list[int] = []
-    add, size_at = starts.append, _I32.unpack_from
     pos = 0
     while pos < end:
-        if end - pos < 4:
-            raise FrameError(f"pulled body ends with {end - pos} stray byte(s) at {pos}")
-        size = size_at(body, pos)[0]
-        if size < 92 or pos + size > end:
-            raise FrameError(f"stored message at byte {pos} has size {size}: the pulled body is corrupt")
-        add(pos)
-        pos += size
+        starts.append(pos)
+        pos += _size_at(body, pos, end)
     return np.array(starts, dtype=np.int64)
 
 
 def _size_at(body: bytes, pos: int, end: int) -> int:
     if end - pos < 4:
         raise FrameError(f"pulled body ends with {end - pos} stray byte(s) at {pos}")
-    size = int.from_bytes(body[pos : pos + 4], "big", signed=True)
+    size: int = _I32.unpack_from(body, pos)[0]
     if size < 92 or pos + size > end:
         raise FrameError(f"stored message at byte {pos} has size {size}: the pulled body is corrupt")
     return size
