@@ -32,7 +32,15 @@ from staticmq_spark.lakehouse import (
 
 EVENT_SCHEMA = "user STRING, page STRING, ms BIGINT, dwell INT"
 GOLD_COLUMNS = "user STRING, views BIGINT, dwell BIGINT, last_ms BIGINT"
-JIT_C1_ONLY = "-XX:TieredStopAtLevel=1"
+# C1 only, with the code cache a tiered JIT gets: without tiers the JVM reserves 48 MB for compiled
+# code, which Spark and Delta fill about 40 s into the demo ("CodeCache is full. Compiler has been
+# disabled."), and everything compiled after that runs interpreted.
+JIT_C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# silver/gold runs its micro-batches back to back: each takes 3-5 s here (Delta's two idempotent
+# commits cost about 2.3 s of it, whatever the rows) and takes all that bronze committed meanwhile;
+# results polls gold's change feed twice a second (docs/benchmark-investigations.md, 2026-11-27).
+SILVER_GOLD_TRIGGER = "0 seconds"
+RESULTS_TRIGGER = "500 milliseconds"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
@@ -152,7 +160,7 @@ def start_silver_gold_query(spark: SparkSession, lake: Lake) -> StreamingQuery:
         .writeStream.foreachBatch(SilverAndGold(lake))
         .option("checkpointLocation", lake.checkpoint("silver_gold"))
         .queryName("silver_gold")
-        .trigger(processingTime="5 seconds")  # MERGEs less often: bronze keeps the CPU it needs to keep up
+        .trigger(processingTime=SILVER_GOLD_TRIGGER)
         .start()
     )
 
@@ -177,7 +185,7 @@ def start_results_query(
         .options(**secured)
         .option("checkpointLocation", lake.checkpoint("results"))
         .queryName("results")
-        .trigger(processingTime="2 seconds")
+        .trigger(processingTime=RESULTS_TRIGGER)
         .start()
     )
 

@@ -40,7 +40,7 @@ JOB_TIMEOUT_S = 600
 QUIET = "-Dlog4j2.configurationFile=conf/log4j2.properties"  # the properties file's driver option
 # Short-lived JVMs on 2 cores: one GC thread, and C1 only (C2's compiler threads cost more CPU
 # than they save in a job of a minute).
-SMALL_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+SMALL_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 def submit_command(master: str, *job_args: str, wheel: Path | None = None, executor_python: str = "") -> list[str]:

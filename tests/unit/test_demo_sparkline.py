@@ -30,8 +30,12 @@ def test_bars_share_one_scale_and_long_runs_fold_into_columns() -> None:
     assert report_lines([1] * 120, [1] * 120)[0].startswith("per 2 seconds")
 
 
-def test_bronze_catch_up_runs_from_the_last_send_to_the_end_of_its_last_batch_with_rows() -> None:
-    landed = [(100.5, 500), (103.25, 700), (102.0, 300)]  # (end of a micro-batch, rows)
-    assert catch_up_seconds(100.0, landed, [104.0, 109.5, 111.0]) == [3.25, 9.5, 11.0]
-    with pytest.raises(ValueError, match="bronze landed no rows"):
-        catch_up_seconds(100.0, [], [104.0])
+def test_each_query_caught_up_at_the_end_of_its_last_batch_with_rows() -> None:
+    landed = {
+        "bronze": [(100.5, 500), (103.25, 700), (102.0, 300)],  # (end of a micro-batch, rows)
+        "silver_gold": [(102.0, 800), (107.5, 700)],
+        "results": [(108.0, 400)],
+    }
+    assert catch_up_seconds(100.0, landed) == [3.25, 7.5, 8.0]
+    with pytest.raises(ValueError, match="streaming query results processed no rows"):
+        catch_up_seconds(100.0, {"bronze": [(104.0, 1)], "results": []})
