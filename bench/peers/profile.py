@@ -1,12 +1,13 @@
 """Where staticmq's time goes in the Spark source and sink: py-spy over every Python process of the tree.
 
-    python -m bench.peers.profile [--rows 300000] [--top 12]
+    python -m bench.peers.profile [--rows 300000] [--top 12] [--size 100]
 
-One broker (flush=sync), a static topic of 2 logic queues filled with 100-byte keyed rows, one
-local[2] session. After a warm-up of each, `py-spy record --subprocesses --idle=false` samples this
-driver, Spark's Python workers and the broker processes during (a) one availableNow source query
-into noop and (b) one keyed `df.write.format("staticmq")` of the same number of rows. Printed per
-phase: samples per process kind, and the functions with the most samples (self and inclusive).
+One broker (flush=sync), a static topic of 2 logic queues filled with keyed rows (100-byte bodies
+unless `--size` says otherwise), one local[2] session. After a warm-up of each, `py-spy record
+--subprocesses --idle=false` samples this driver, Spark's Python workers and the broker processes
+during (a) one availableNow source query into noop and (b) one keyed `df.write.format("staticmq")`
+of the same number of rows. Printed per phase: samples per process kind, and the functions with the
+most samples (self and inclusive).
 Needs `pip install py-spy` and ptrace rights (root, or kernel.yama.ptrace_scope=0).
 """
 
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--size", type=int, default=100, help="body bytes per row (default 100)")
     args = parser.parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="bench-peers-profile-") as tmp,
@@ -116,11 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     ):
         ns = cluster.namesrv
         clients.staticmq_topic(ns, "profile", 2)
-        clients.staticmq_produce(ns, "profile", clients.Rows(args.rows, 100).batches(), 2)
+        clients.staticmq_produce(ns, "profile", clients.Rows(args.rows, args.size).batches(), 2)
         end = Endpoint("staticmq", "staticmq", {"namesrv": ns})
         spark = spark_session("staticmq-bench-peers-profile", {"spark.driver.memory": "1g"})
         try:
-            df = spark_figures.sink_frame(spark, args.rows, 100, 2)
+            df = spark_figures.sink_frame(spark, args.rows, args.size, 2)
             for phase in ("warmup", "profile"):
                 source = f"{tmp}/source-{phase}.txt"
                 sink_topic = f"profile-sink-{phase}"
