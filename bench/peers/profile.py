@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--size", type=int, default=100, help="body bytes per row (default 100)")
+    parser.add_argument("--stacks", help="a directory to copy py-spy's collapsed stacks to (source.txt, sink.txt)")
     args = parser.parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="bench-peers-profile-") as tmp,
@@ -144,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                 profiled(f"{tmp}/sink.txt", write)
                 print(report(f"Source, {args.rows:,} rows", source, args.top) + "\n")
                 print(report(f"Sink, {args.rows:,} rows", f"{tmp}/sink.txt", args.top))
+                if args.stacks:
+                    os.makedirs(args.stacks, exist_ok=True)
+                    shutil.copy(source, os.path.join(args.stacks, "source.txt"))
+                    shutil.copy(f"{tmp}/sink.txt", os.path.join(args.stacks, "sink.txt"))
         finally:
             spark.stop()
     return 0
