@@ -37,9 +37,10 @@ GOLD_COLUMNS = "user STRING, views BIGINT, dwell BIGINT, last_ms BIGINT"
 # disabled."), and everything compiled after that runs interpreted.
 JIT_C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # silver/gold runs its micro-batches back to back: each takes 3-5 s here (Delta's two idempotent
-# commits cost about 2.3 s of it, whatever the rows) and takes all that bronze committed meanwhile;
+# commits cost about 2.3 s of it, whatever the rows) and takes all that bronze committed meanwhile.
+# 100 ms rather than 0: with nothing new, a 0-second trigger would look at bronze's log every 10 ms.
 # results polls gold's change feed twice a second (docs/benchmark-investigations.md, 2026-11-27).
-SILVER_GOLD_TRIGGER = "0 seconds"
+SILVER_GOLD_TRIGGER = "100 milliseconds"
 RESULTS_TRIGGER = "500 milliseconds"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
