@@ -140,7 +140,9 @@ class MQAdmin:
             fetch_jars(),
             self.workdir,
             "client",
-            "-Xmx256m",
+            # C1 only: a command's JVM lives a few seconds, C2 would compile for nothing (a third
+            # less CPU per command here: 0.9 against 1.3-1.5 s)
+            "-Xmx256m -XX:TieredStopAtLevel=1",
             "org.apache.rocketmq.tools.command.MQAdminStartup",
             [args[0], "-n", self.namesrv, *args[1:]],
             self.workdir / "mqadmin",
