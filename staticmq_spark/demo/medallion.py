@@ -35,7 +35,7 @@ GOLD_COLUMNS = "user STRING, views BIGINT, dwell BIGINT, last_ms BIGINT"
 # C1 only, with the code cache a tiered JIT gets: without tiers the JVM reserves 48 MB for compiled
 # code, which Spark and Delta fill about 40 s into the demo ("CodeCache is full. Compiler has been
 # disabled."), and everything compiled after that runs interpreted.
-JIT_C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+DRIVER_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # silver/gold runs its micro-batches back to back: each takes 3-5 s here (Delta's two idempotent
 # commits cost about 2.3 s of it, whatever the rows) and takes all that bronze committed meanwhile.
 # 100 ms rather than 0: with nothing new, a 0-second trigger would look at bronze's log every 10 ms.
@@ -74,7 +74,7 @@ def demo_session(app_name: str = "staticmq-demo") -> SparkSession:
     # The demo's JVM lives about a minute: C2's compile threads would take most of a core of two for
     # all of it (bronze caught up 8-10 s after the last event with them, 4-6 s without; see
     # docs/benchmark-investigations.md). A long-running job keeps Java's default (tiered, with C2).
-    java_options = [JIT_C1_ONLY]
+    java_options = [DRIVER_JIT]
     log4j = CONF_DIR / "log4j2.properties"
     if log4j.exists():
         java_options.append(f"-Dlog4j2.configurationFile=file:{log4j}")
