@@ -77,7 +77,12 @@ from bench.peers.spark_figures import Endpoint, sink_frame, sink_run
 from bench.peers.spark_kafka import spark_kafka_jars
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.client import PullConsumer
-from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocketMQ, compile_client
+from staticmq_spark.testing.rocketmq_cluster import (
+    ROCKETMQ_VERSION,
+    TRANSACTION_TIMEOUT_MS,
+    LocalRocketMQ,
+    compile_client,
+)
 
 QUEUES = 2
 MAX_BATCH_BYTES = 3 << 20  # java-plain's batches: RocketMQ refuses a message (a batch is one) over 4 MiB
@@ -288,6 +293,10 @@ class Ceiling:
                     visible_seconds=r["seconds"], send_seconds=r["send_seconds"], messages=found, threads=threads,
                     batch=batch, busy_retries=r.get("busy_retries", 0))  # fmt: skip
 
+    def transaction_timeout(self, ms: int) -> None:
+        """Set the brokers' transactionTimeOut while they run (the check service reads it every round)."""
+        self.rmq.mqadmin("updateBrokerConfig", "-c", "DefaultCluster", "-k", "transactionTimeOut", "-v", str(ms))
+
     def static_topic_transactions(self, rows: int, threads: int) -> dict[str, Any]:
         """RocketMQ's TransactionMQProducer on a static topic, once: its END_TRANSACTION goes to no broker
         (the send result's queue names the real broker, the client's static-topic table knows only the
@@ -296,7 +305,11 @@ class Ceiling:
         older than transactionTimeOut, 6 s, checked every transactionCheckInterval, 30 s)."""
         topic = "ceil-java-txn-static-diagnostic"
         self.make_topic(topic, static=True)
-        r = self.java.run(self.rmq.namesrv, topic, rows, 100, "transactional", threads, 1, "-", self.rmq_pids)
+        self.transaction_timeout(6000)  # RocketMQ's default, for this diagnostic only: LocalRocketMQ's is 10 min
+        try:
+            r = self.java.run(self.rmq.namesrv, topic, rows, 100, "transactional", threads, 1, "-", self.rmq_pids)
+        finally:
+            self.transaction_timeout(TRANSACTION_TIMEOUT_MS)
         time.sleep(2)
         r["messages"] = rocketmq_rows(self.rmq, topic)
         log(f"java-txn-{threads}t on a static topic, {rows:,} rows of 100 B: sent in {r['send_seconds']:.1f} s,"

@@ -8,6 +8,7 @@ tests/spark/test_rocketmq.py runs the same sink through Spark with a driver kill
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ import pytest
 from staticmq_spark.backends.registry import open_backend
 from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
 from staticmq_spark.backends.rocketmq.decisions import Decision
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.transactional_sink import PRODUCER_GROUP, RocketMQTransactionalSink
 from staticmq_spark.backends.rocketmq.transactions import PreparedHalves, end_halves
 from staticmq_spark.backends.types import WriteSettings
@@ -29,6 +31,7 @@ from tests.support.static_helpers import read_queue
 from tests.support.waiting import wait_until
 
 _n = itertools.count()
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # RocketMQ's queue of half messages, one queue per broker
 QUEUES = 4
 
 
@@ -215,6 +218,45 @@ def test_a_half_the_broker_discarded_after_its_checks_is_still_committed_by_a_de
         with PullConsumer(ns) as consumer:
             seen = [b for q in range(2) for _, b in read_queue(consumer, "slow", q)]
         assert Counter(b.decode() for b in seen) == Counter(f"late-{i}" for i in range(80))
+        backend.close()
+    finally:
+        cluster.close()
+
+
+def test_halves_committed_after_rocketmqs_default_transaction_timeout_are_not_copied_by_its_checks(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """RocketMQ's transaction check copies each half older than transactionTimeOut (6 s by default)
+    that has no op message yet into the half queue again, then each copy at every check up to
+    transactionCheckMax times: halves waiting more than 6 s for the driver's commit were each written
+    up to 16 times. LocalRocketMQ sets the timeout to TRANSACTION_TIMEOUT_MS (docs/rocketmq.md tells
+    operators the same): halves committed within it are never copied. Checks every 0.5 s here, and
+    the commit 8 s after the halves: with RocketMQ's default timeout the half queue grows past them."""
+    cluster = LocalRocketMQ(
+        tmp_path_factory.mktemp("rocketmq-timeout"), brokers=1, broker_settings={"transactionCheckInterval": "500"}
+    )
+    try:
+        cluster.start()
+        ns = cluster.address
+        with Admin(ns) as admin:
+            admin.update_static_topic("waits", 2, cluster="DefaultCluster")
+        backend = open_backend(ns)
+        sink = backend.sink()
+        assert isinstance(sink, RocketMQTransactionalSink)
+        settings = _settings(ns, "waits")
+        tasks = [sink.write_task(settings, "q-waits", 0, 0, iter([_rows("wait", 200)]))]
+        time.sleep(8.0)  # past RocketMQ's default transactionTimeOut, through 16 checks
+        assert sink.commit(settings, "q-waits", 0, tasks) == 200
+        time.sleep(2.0)  # 4 more checks
+        client = RemotingClient((ns,))
+        try:
+            halves = client.max_offset(cluster.broker_addr("broker-a"), HALF_TOPIC, 0, logic=False)
+        finally:
+            client.close()
+        assert halves == 200, f"the half queue holds {halves} entries for 200 halves: the checks copied them"
+        with PullConsumer(ns) as consumer:
+            seen = [b for q in range(2) for _, b in read_queue(consumer, "waits", q)]
+        assert Counter(b.decode() for b in seen) == Counter(f"wait-{i}" for i in range(200))
         backend.close()
     finally:
         cluster.close()

@@ -16,8 +16,10 @@ The driver's commit of micro-batch (writer, batch):
 4. commits every half (END_TRANSACTION), pipelined per broker.
 
 Halves of failed or speculative task attempts never reach the driver: nothing commits them, and
-the broker discards them after its transaction checks (transactionCheckMax x transactionCheckInterval,
-about 7.5 min by default). See docs/rocketmq.md for what an operator configures and the limits.
+the broker discards them after its transaction checks (past transactionTimeOut, transactionCheckMax x
+transactionCheckInterval: about 7.5 min by default). transactionTimeOut must exceed a micro-batch's
+time from its first half to its commit, or the checks copy every waiting half up to 16 times. See
+docs/rocketmq.md for what an operator configures and the limits.
 """
 
 from __future__ import annotations
