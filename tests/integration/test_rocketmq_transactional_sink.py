@@ -8,6 +8,7 @@ tests/spark/test_rocketmq.py runs the same sink through Spark with a driver kill
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import Admin, PullConsumer
 from staticmq_spark.errors import ConflictError
 from staticmq_spark.hashing import queue_for_key
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.testing.rocketmq_cluster import TRANSACTION_TIMEOUT_MS, LocalRocketMQ
 from tests.support.static_helpers import read_queue
 from tests.support.waiting import wait_until
 
@@ -223,40 +224,77 @@ def test_a_half_the_broker_discarded_after_its_checks_is_still_committed_by_a_de
         cluster.close()
 
 
-def test_halves_committed_after_rocketmqs_default_transaction_timeout_are_not_copied_by_its_checks(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    """RocketMQ's transaction check copies each half older than transactionTimeOut (6 s by default)
-    that has no op message yet into the half queue again, then each copy at every check up to
-    transactionCheckMax times: halves waiting more than 6 s for the driver's commit were each written
-    up to 16 times. LocalRocketMQ sets the timeout to TRANSACTION_TIMEOUT_MS (docs/rocketmq.md tells
-    operators the same): halves committed within it are never copied. Checks every 0.5 s here, and
-    the commit 8 s after the halves: with RocketMQ's default timeout the half queue grows past them."""
+@pytest.fixture(scope="module")
+def checked_often(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRocketMQ]:
+    """A RocketMQ whose transaction check runs every 0.5 s (RocketMQ's default: 30 s)."""
     cluster = LocalRocketMQ(
         tmp_path_factory.mktemp("rocketmq-timeout"), brokers=1, broker_settings={"transactionCheckInterval": "500"}
     )
     try:
         cluster.start()
-        ns = cluster.address
-        with Admin(ns) as admin:
+        with Admin(cluster.address) as admin:
             admin.update_static_topic("waits", 2, cluster="DefaultCluster")
-        backend = open_backend(ns)
-        sink = backend.sink()
-        assert isinstance(sink, RocketMQTransactionalSink)
-        settings = _settings(ns, "waits")
-        tasks = [sink.write_task(settings, "q-waits", 0, 0, iter([_rows("wait", 200)]))]
-        time.sleep(8.0)  # past RocketMQ's default transactionTimeOut, through 16 checks
-        assert sink.commit(settings, "q-waits", 0, tasks) == 200
-        time.sleep(2.0)  # 4 more checks
-        client = RemotingClient((ns,))
-        try:
-            halves = client.max_offset(cluster.broker_addr("broker-a"), HALF_TOPIC, 0, logic=False)
-        finally:
-            client.close()
-        assert halves == 200, f"the half queue holds {halves} entries for 200 halves: the checks copied them"
-        with PullConsumer(ns) as consumer:
-            seen = [b for q in range(2) for _, b in read_queue(consumer, "waits", q)]
-        assert Counter(b.decode() for b in seen) == Counter(f"wait-{i}" for i in range(200))
-        backend.close()
+        yield cluster
     finally:
         cluster.close()
+
+
+def _half_queue_entries(cluster: LocalRocketMQ) -> int:
+    client = RemotingClient((cluster.address,))
+    try:
+        return client.max_offset(cluster.broker_addr("broker-a"), HALF_TOPIC, 0, logic=False)
+    finally:
+        client.close()
+
+
+def _write_then_commit(cluster: LocalRocketMQ, label: str, rows: int, wait_s: float) -> None:
+    """`rows` halves from one task, committed by a new sink `wait_s` after they were sent."""
+    backend = open_backend(cluster.address)
+    try:
+        sink = backend.sink()
+        assert isinstance(sink, RocketMQTransactionalSink)
+        settings = _settings(cluster.address, "waits")
+        tasks = [sink.write_task(settings, f"q-{label}", 0, 0, iter([_rows(label, rows)]))]
+        time.sleep(wait_s)
+        assert sink.commit(settings, f"q-{label}", 0, tasks) == rows
+    finally:
+        backend.close()
+
+
+def test_halves_committed_after_rocketmqs_default_transaction_timeout_are_not_copied_by_its_checks(
+    checked_often: LocalRocketMQ, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RocketMQ's transaction check copies each half older than transactionTimeOut (6 s by default)
+    that has no op message yet into the half queue again, then each copy at every check up to
+    transactionCheckMax times: halves waiting more than 6 s for the driver's commit were each written
+    up to 16 times. LocalRocketMQ sets the timeout to TRANSACTION_TIMEOUT_MS (docs/rocketmq.md tells
+    operators the same): halves committed within it are never copied. The commit comes 8 s after the
+    halves, checks every 0.5 s: with RocketMQ's default timeout the half queue grows past them."""
+    before = _half_queue_entries(checked_often)
+    with caplog.at_level(logging.WARNING):
+        _write_then_commit(checked_often, "wait", 200, 8.0)
+    time.sleep(2.0)  # 4 more checks
+    halves = _half_queue_entries(checked_often) - before
+    assert halves == 200, f"the half queue took {halves} entries for 200 halves: the checks copied them"
+    assert "transactionTimeOut" not in caplog.text
+    with PullConsumer(checked_often.address) as consumer:
+        seen = [b.decode() for q in range(2) for _, b in read_queue(consumer, "waits", q)]
+    assert Counter(b for b in seen if b.startswith("wait-")) == Counter(f"wait-{i}" for i in range(200))
+
+
+def test_the_sink_warns_once_per_broker_when_its_halves_waited_longer_than_the_transaction_timeout(
+    checked_often: LocalRocketMQ, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a broker's transactionTimeOut below a micro-batch's time from its first half to its
+    commit, the driver says so, naming the broker, the setting and what it costs."""
+    checked_often.mqadmin("updateBrokerConfig", "-c", "DefaultCluster", "-k", "transactionTimeOut", "-v", "1000")
+    try:
+        with caplog.at_level(logging.WARNING):
+            _write_then_commit(checked_often, "late", 50, 1.5)
+        warned = [r.getMessage() for r in caplog.records if "transactionTimeOut" in r.getMessage()]
+        assert len(warned) == 1, caplog.text
+        assert "broker broker-a waited" in warned[0] and "(1000 ms)" in warned[0], warned[0]
+    finally:
+        checked_often.mqadmin(
+            "updateBrokerConfig", "-c", "DefaultCluster", "-k", "transactionTimeOut", "-v", str(TRANSACTION_TIMEOUT_MS)
+        )

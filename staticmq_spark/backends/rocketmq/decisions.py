@@ -47,6 +47,7 @@ class HalfRun:
     rows: I64
     commit_log_offsets: I64
     table_offsets: I64
+    sent_ms: int = 0  # the task's clock when it began sending; 0 in a decision read back (not recorded)
 
     @property
     def count(self) -> int:

@@ -218,6 +218,18 @@ class RemotingClient:
             found.setdefault(q, []).append(int(resp.ext.get("offset", "-1")))
         return {q: (v[0], v[1]) for q, v in found.items()}
 
+    def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: one broker's running configuration (BrokerConfig, MessageStoreConfig, ...)
+        as the `key=value` lines of a Java properties text."""
+        resp = self.call(addr, RequestCode.GET_BROKER_CONFIG, {})
+        check_answer(resp, f"broker configuration at {addr}")
+        found = {}
+        for line in resp.body.decode("utf-8", errors="replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.lstrip().startswith("#"):
+                found[key.strip()] = value.strip()
+        return found
+
     def max_offset(self, addr: str, topic: str, queue: int, logic: bool = True) -> int:
         return self._offset(RequestCode.GET_MAX_OFFSET, addr, topic, queue, logic)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,7 @@ from staticmq_spark.backends.rocketmq.decisions import Decision, DecisionLog, Ha
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
+from staticmq_spark.backends.rocketmq.transaction_timeout import TimeoutWatch
 from staticmq_spark.backends.rocketmq.transactions import PreparedHalves, end_halves, half_properties, send_halves
 from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import WriteSettings
@@ -119,6 +121,7 @@ class RocketMQTransactionalSink:
     def __init__(self, client: RemotingClient) -> None:
         self.client = client
         self.leaders = Leaders(client)
+        self.timeouts = TimeoutWatch(client)
         self._logs: dict[str, DecisionLog] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-halves")
 
@@ -128,6 +131,7 @@ class RocketMQTransactionalSink:
         self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
     ) -> TaskWrite:
         token = uuid.uuid4().hex[:16].upper()
+        started_ms = int(time.time() * 1000)
         total, leaders = self.leaders.of(settings.topic)
         runs: dict[int, list[tuple[np.ndarray, PreparedHalves]]] = {}
         rows = 0
@@ -177,6 +181,7 @@ class RocketMQTransactionalSink:
                 rows=np.concatenate([r for r, _ in parts]),
                 commit_log_offsets=np.concatenate([h.commit_log_offsets for _, h in parts]),
                 table_offsets=np.concatenate([h.table_offsets for _, h in parts]),
+                sent_ms=started_ms,
             )
             for logic, parts in sorted(runs.items())
         ]
@@ -256,7 +261,9 @@ class RocketMQTransactionalSink:
         tails = self._tails(settings.topic, runs, masters)
         decision = Decision(settings.topic, writer, batch, runs, tails)
         decisions.record(decision)
-        return self._complete(settings.topic, decision, fresh=True, masters=masters)
+        done = self._complete(settings.topic, decision, fresh=True, masters=masters)
+        self.timeouts.check(batch, runs, masters)
+        return done
 
     def _tails(
         self, topic: str, runs: Sequence[HalfRun], masters: dict[str, str] | None = None
