@@ -36,7 +36,7 @@ GOLD_COLUMNS = "user STRING, views BIGINT, dwell BIGINT, last_ms BIGINT"
 # code, which Spark and Delta fill about 40 s into the demo ("CodeCache is full. Compiler has been
 # disabled."), and everything compiled after that runs interpreted.
 DRIVER_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# silver/gold runs its micro-batches back to back: each takes 3-5 s here (Delta's two idempotent
+# silver/gold runs its micro-batches back to back: each takes 3-6 s on 2 cores (Delta's two idempotent
 # commits cost about 2.3 s of it, whatever the rows) and takes all that bronze committed meanwhile.
 # 100 ms rather than 0: with nothing new, a 0-second trigger would look at bronze's log every 10 ms.
 # results polls gold's change feed twice a second (docs/benchmark-investigations.md, 2026-11-27).
