@@ -100,10 +100,16 @@ def test_rocketmq_binary_header_decodes() -> None:
     assert (cmd.code, cmd.opaque, cmd.remark, cmd.ext) == (20, 5, "OFFSET_FOUND_NULL", ext)
 
 
-@pytest.mark.parametrize("length", [0, 3, 16 * 1024 * 1024 + 1])
+@pytest.mark.parametrize("length", [0, 3, 129 * 1024 * 1024 + 1, 0x48545450])  # the last: "HTTP"
 def test_frame_lengths_outside_the_limits_are_refused(length: int) -> None:
     with pytest.raises(FrameError, match="frame length"):
         frame_length(struct.pack(">i", length))
+
+
+def test_frames_up_to_the_largest_pull_answer_a_broker_sends_are_read() -> None:
+    """RocketMQ 5.5 answers a pull with up to 128 MiB of messages (MAX_PULL_MSG_SIZE), when its
+    maxTransferBytesOnMessageInMemory allows it; RocketMQ's own client would refuse above 16 MiB."""
+    assert frame_length(struct.pack(">i", 128 * 1024 * 1024 + 4096)) == 128 * 1024 * 1024 + 4096
 
 
 def test_unknown_serialize_type_is_refused() -> None:

@@ -15,7 +15,11 @@ JSON = 0
 ROCKETMQ = 1
 RESPONSE_FLAG = 1
 ONEWAY_FLAG = 2
-MAX_FRAME = 16 * 1024 * 1024
+# The largest answer a RocketMQ 5.5 broker sends: a pull answer holds at most
+# DefaultMessageStore.MAX_PULL_MSG_SIZE (128 MiB) of messages, plus its header. RocketMQ's own client
+# stops at 16 MiB (NettyDecoder), so a broker with maxTransferBytesOnMessageInMemory above that
+# breaks it; this client reads such answers. Anything longer is not RocketMQ (e.g. an HTTP port).
+MAX_FRAME = 129 * 1024 * 1024
 CLIENT_VERSION = 493  # MQVersion V5_4_0: routes come back as standard JSON (>= 401)
 
 
@@ -61,7 +65,7 @@ def _ext_value(value: object) -> str:
 
 
 def frame_length(prefix: bytes) -> int:
-    """The length of the frame that follows a 4-byte length prefix (checked against 16 MiB)."""
+    """The length of the frame that follows a 4-byte length prefix (checked against MAX_FRAME)."""
     length = int.from_bytes(prefix, "big", signed=True)
     if length < 4 or length > MAX_FRAME:
         raise FrameError(f"frame length {length} is outside [4, {MAX_FRAME}]")
