@@ -169,6 +169,10 @@ class MQAdmin:
     def remap_static_topic(self, topic: str, brokers: list[str]) -> str:
         return self.run("remappingStaticTopic", "-t", topic, "-b", ",".join(brokers))
 
+    def update_broker_config(self, key: str, value: str | int) -> str:
+        """Set one broker setting on every broker of the cluster while they run."""
+        return self.run("updateBrokerConfig", "-c", "DefaultCluster", "-k", key, "-v", str(value))
+
 
 class LocalRocketMQ:
     def __init__(
@@ -397,6 +401,9 @@ class LocalRocketMQ:
 
     def remap_static_topic(self, topic: str, brokers: list[str]) -> str:
         return self.admin.remap_static_topic(topic, brokers)
+
+    def update_broker_config(self, key: str, value: str | int) -> str:
+        return self.admin.update_broker_config(key, value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -287,7 +287,7 @@ def test_the_sink_warns_once_per_broker_when_its_halves_waited_longer_than_the_t
 ) -> None:
     """With a broker's transactionTimeOut below a micro-batch's time from its first half to its
     commit, the driver says so, naming the broker, the setting and what it costs."""
-    checked_often.mqadmin("updateBrokerConfig", "-c", "DefaultCluster", "-k", "transactionTimeOut", "-v", "1000")
+    checked_often.update_broker_config("transactionTimeOut", 1000)
     try:
         with caplog.at_level(logging.WARNING):
             _write_then_commit(checked_often, "late", 50, 1.5)
@@ -295,6 +295,4 @@ def test_the_sink_warns_once_per_broker_when_its_halves_waited_longer_than_the_t
         assert len(warned) == 1, caplog.text
         assert "broker broker-a waited" in warned[0] and "(1000 ms)" in warned[0], warned[0]
     finally:
-        checked_often.mqadmin(
-            "updateBrokerConfig", "-c", "DefaultCluster", "-k", "transactionTimeOut", "-v", str(TRANSACTION_TIMEOUT_MS)
-        )
+        checked_often.update_broker_config("transactionTimeOut", TRANSACTION_TIMEOUT_MS)
