@@ -56,21 +56,19 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from bench.harness import log, spark_session
+from bench.java_producer import JavaProducer, cpu_of
 from bench.peers import clients
-from bench.peers.cpu import CpuMeter, tree_cpu
+from bench.peers.cpu import CpuMeter
 from bench.peers.kafka_server import KAFKA_VERSION, KafkaServer
 from bench.peers.report import Figures, paired_ratios, ratio_text, summary
 from bench.peers.spark_figures import Endpoint, sink_frame, sink_run
@@ -81,12 +79,10 @@ from staticmq_spark.testing.rocketmq_cluster import (
     ROCKETMQ_VERSION,
     TRANSACTION_TIMEOUT_MS,
     LocalRocketMQ,
-    compile_client,
 )
 
 QUEUES = 2
 MAX_BATCH_BYTES = 3 << 20  # java-plain's batches: RocketMQ refuses a message (a batch is one) over 4 MiB
-JAVA_SOURCE = Path(__file__).parent / "java" / "RocketMQProducerBench.java"
 FIGURE = "sink"
 RATIOS = [  # (numerator, denominator) over the medians' systems
     ("java-plain", "kafka-sink"),
@@ -98,11 +94,6 @@ RATIOS = [  # (numerator, denominator) over the medians' systems
 ]
 
 
-def cpu_of(pids: Iterable[int]) -> float:
-    """CPU-seconds so far of the processes `pids` and their children."""
-    return sum(sum(tree_cpu(pid).values()) for pid in pids)
-
-
 def wait_quiet(max_load: float, wait_s: float) -> float:
     """Until the 1-minute load average is below `max_load` (the machine is shared), at most `wait_s`."""
     deadline = time.monotonic() + wait_s
@@ -111,69 +102,6 @@ def wait_quiet(max_load: float, wait_s: float) -> float:
         time.sleep(30)
     log(f"load average {load:.2f}" + ("" if load < max_load else f", still >= {max_load}: measuring anyway"))
     return load
-
-
-class JavaProducer:
-    """bench/java/RocketMQProducerBench.java, compiled once with javac against RocketMQ's cached jars
-    (as tests/spark/test_source_group_start.py does with GroupConsumer.java)."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.dir = workdir
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.classpath = compile_client(JAVA_SOURCE, workdir / "classes")
-
-    def command(self, *args: object) -> list[str]:
-        home = [f"-Duser.home={self.dir}", f"-Djava.io.tmpdir={self.dir}"]  # the client's logs go there
-        return ["java", "-Xmx1g", *home, "-cp", self.classpath, "RocketMQProducerBench", *map(str, args)]
-
-    def probe(self, namesrv: str, topic: str) -> str:
-        """What the broker answers to a transactional batch (a MessageBatch through sendMessageInTransaction)."""
-        done = subprocess.run(self.command(namesrv, topic, 0, 100, "probe-batch", 1, 16, "-"), check=False,
-                              capture_output=True, text=True, timeout=180, cwd=self.dir,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
-        for line in done.stdout.splitlines():
-            if line.startswith('{"probe"'):
-                answer = str(json.loads(line)["probe"])
-                return re.sub(r"\s*For more information, please visit the url, \S+", "", answer)
-        raise RuntimeError(f"the batch probe printed no answer (exit {done.returncode}): {done.stderr[-2000:]}")
-
-    def run(self, namesrv: str, topic: str, rows: int, size: int, mode: str, threads: int, batch: int,
-            warm_topic: str, server_pids: list[int], timeout_s: float = 900) -> dict[str, Any]:  # fmt: skip
-        """One timed run; the servers' CPU is read when the program has warmed up and when it is done."""
-        err_path = self.dir / f"{topic}.err"
-        with open(err_path, "w") as err:
-            cmd = self.command(namesrv, topic, rows, size, mode, threads, batch, warm_topic)
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                    cwd=self.dir)  # fmt: skip
-        timer = threading.Timer(timeout_s, proc.kill)
-        timer.start()
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            _read_until(proc.stdout, "READY", err_path)
-            before = cpu_of(server_pids)
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-            line = _read_until(proc.stdout, "{", err_path)
-            server = cpu_of(server_pids) - before
-            if proc.wait(120) != 0:
-                raise RuntimeError(f"RocketMQProducerBench exited {proc.returncode}: {_tail(err_path)}")
-        finally:
-            timer.cancel()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        return {**json.loads(line), "server_cpu_s": server}
-
-
-def _read_until(stream: IO[str], prefix: str, err_path: Path) -> str:
-    for line in stream:  # RocketMQ's logback prints its status lines on stdout too
-        if line.startswith(prefix):
-            return line
-    raise RuntimeError(f"RocketMQProducerBench ended before printing {prefix!r}: {_tail(err_path)}")
-
-
-def _tail(path: Path) -> str:
-    return path.read_text(errors="replace")[-3000:]
 
 
 def rocketmq_rows(rmq: LocalRocketMQ, topic: str) -> int:
@@ -293,10 +221,6 @@ class Ceiling:
                     visible_seconds=r["seconds"], send_seconds=r["send_seconds"], messages=found, threads=threads,
                     batch=batch, busy_retries=r.get("busy_retries", 0))  # fmt: skip
 
-    def transaction_timeout(self, ms: int) -> None:
-        """Set the brokers' transactionTimeOut while they run (the check service reads it every round)."""
-        self.rmq.mqadmin("updateBrokerConfig", "-c", "DefaultCluster", "-k", "transactionTimeOut", "-v", str(ms))
-
     def static_topic_transactions(self, rows: int, threads: int) -> dict[str, Any]:
         """RocketMQ's TransactionMQProducer on a static topic, once: its END_TRANSACTION goes to no broker
         (the send result's queue names the real broker, the client's static-topic table knows only the
@@ -305,11 +229,12 @@ class Ceiling:
         older than transactionTimeOut, 6 s, checked every transactionCheckInterval, 30 s)."""
         topic = "ceil-java-txn-static-diagnostic"
         self.make_topic(topic, static=True)
-        self.transaction_timeout(6000)  # RocketMQ's default, for this diagnostic only: LocalRocketMQ's is 10 min
+        # RocketMQ's default, for this diagnostic only (LocalRocketMQ's is 10 min); read at every check
+        self.rmq.update_broker_config("transactionTimeOut", 6000)
         try:
             r = self.java.run(self.rmq.namesrv, topic, rows, 100, "transactional", threads, 1, "-", self.rmq_pids)
         finally:
-            self.transaction_timeout(TRANSACTION_TIMEOUT_MS)
+            self.rmq.update_broker_config("transactionTimeOut", TRANSACTION_TIMEOUT_MS)
         time.sleep(2)
         r["messages"] = rocketmq_rows(self.rmq, topic)
         log(f"java-txn-{threads}t on a static topic, {rows:,} rows of 100 B: sent in {r['send_seconds']:.1f} s,"
