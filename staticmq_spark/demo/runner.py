@@ -100,8 +100,9 @@ def _run(settings: DemoSettings, root: Path, echo: Any) -> DemoReport:
             log, remap_info, produce_s, sent_at = _produce_while_remapping(cluster, settings, brokers, echo)
             for query in queries:  # in pipeline order: each drains what the one before it wrote
                 query.processAllAvailable()
-            progress = [p for p in queries[0].recentProgress if p["numInputRows"]]
-            drains = catch_up_seconds(sent_at[-1][0], {q.name: landed_events(q.recentProgress) for q in queries})
+            recent = {q.name: q.recentProgress for q in queries}  # in pipeline order, bronze first
+            progress = [p for p in recent[queries[0].name] if p["numInputRows"]]
+            drains = catch_up_seconds(sent_at[-1][0], {name: landed_events(r) for name, r in recent.items()})
             for query in queries:
                 query.stop()
             output = OutputRows.from_rows(

@@ -44,10 +44,10 @@ class TimeoutWatch:
             self._timeouts[bname] = value
         return value
 
-    def check(self, batch: int, runs: Sequence[HalfRun], masters: dict[str, str], now_ms: int | None = None) -> None:
+    def check(self, batch: int, runs: Sequence[HalfRun], masters: dict[str, str]) -> None:
         """After micro-batch `batch` is committed: warn about each broker whose halves waited longer
         than its transactionTimeOut (clocks of executors and driver are assumed close)."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = int(time.time() * 1000)
         oldest: dict[str, int] = {}
         for run in runs:
             if run.sent_ms:
@@ -59,7 +59,10 @@ class TimeoutWatch:
             timeout = self.timeout_ms(bname, addr)
             if timeout is None or now - sent <= timeout:
                 continue
-            self._warned.add(bname)
+            with self._lock:
+                if bname in self._warned:
+                    continue
+                self._warned.add(bname)
             log.warning(
                 "micro-batch %d: its half messages on broker %s waited %.1f s for the commit, longer than that "
                 "broker's %s (%d ms). RocketMQ's transaction check copies each such half into its commit log "
