@@ -10,8 +10,9 @@ top-level `pyspark_staticmq` module of an installed staticmq and registered agai
 when the session starts (so a session works even where that lookup is off, and its Python
 workers start faster: see `worker_site`). Delta Lake needs its
 JVM side: `delta=True` adds Delta's SQL extension and catalog and puts its jars on `spark.jars`.
-The jars come from Maven Central once (through `mvn`, see `jvm_artifacts`) and are cached in
-`~/.cache/staticmq/jars/delta-<version>`; a session starts without network afterwards.
+The jars are the Delta build for the running Spark (4.0, 4.1 or 4.2); they come from Maven Central
+once (through `mvn`, see `jvm_artifacts`) and are cached in
+`~/.cache/staticmq/jars/delta-<version>-spark-<spark>`; a session starts without network afterwards.
 
 Only `delta-spark` and `delta-storage` are added: everything else Delta depends on (Hadoop,
 Jackson, Parquet, Scala) is Spark's own.
@@ -24,13 +25,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+from staticmq_spark.errors import StaticMQError
 from staticmq_spark.jvm_artifacts import fetch_artifacts
 
 DELTA_VERSION = "4.4.0"
-SPARK_BINARY = "4.2"
 SCALA_BINARY = "2.13"
-DELTA_COORDINATES = (f"io.delta:delta-spark_{SPARK_BINARY}_{SCALA_BINARY}:{DELTA_VERSION}",)
-DELTA_PACKAGE = DELTA_COORDINATES[0]
+# Delta 4.4.0 is built once per Spark minor release, as `delta-spark_<spark>_<scala>`; it has
+# none for Spark 4.3 yet.
+DELTA_SPARK_BINARIES = ("4.0", "4.1", "4.2")
 # Delta's transitive dependencies that Spark already ships (or that only Delta Kernel and Unity
 # Catalog clients use): keeping them off spark.jars avoids two versions of one class.
 DELTA_EXCLUDES = (
@@ -60,9 +62,35 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
 
-def delta_jars() -> list[Path]:
+class NoDeltaForThisSpark(StaticMQError):
+    """Delta Lake has no release for the running Spark."""
+
+    code = "NO_DELTA_FOR_THIS_SPARK"
+
+
+def running_spark_binary() -> str:
+    """The running pyspark's `major.minor` (the Spark binary version Delta's artifacts name)."""
+    import pyspark
+
+    return ".".join(pyspark.__version__.split(".")[:2])
+
+
+def delta_package(spark_binary: str | None = None) -> str:
+    """Delta Lake's Maven coordinate for a Spark binary version (default: the running pyspark's)."""
+    binary = spark_binary or running_spark_binary()
+    if binary not in DELTA_SPARK_BINARIES:
+        raise NoDeltaForThisSpark(
+            f"Delta Lake {DELTA_VERSION} has no release for Spark {binary} (it has one for Spark "
+            f"{', '.join(DELTA_SPARK_BINARIES)}): run the Delta parts on one of those, or without delta=True"
+        )
+    return f"io.delta:delta-spark_{binary}_{SCALA_BINARY}:{DELTA_VERSION}"
+
+
+def delta_jars(spark_binary: str | None = None) -> list[Path]:
     """Delta Lake's jars for this Spark, fetched once and cached (see the module docstring)."""
-    return fetch_artifacts(f"delta-{DELTA_VERSION}", DELTA_COORDINATES, excludes=DELTA_EXCLUDES)
+    package = delta_package(spark_binary)
+    binary = package.split("_")[1]
+    return fetch_artifacts(f"delta-{DELTA_VERSION}-spark-{binary}", (package,), excludes=DELTA_EXCLUDES)
 
 
 def delta_conf() -> dict[str, str]:

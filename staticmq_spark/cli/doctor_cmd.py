@@ -24,13 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 REGISTRATION_MODULE = "pyspark_staticmq"
-PYSPARK_TESTED = "4.2.0"
+# The pyspark range: the lowest release supported, and the first minor release not tested.
+PYSPARK_LOWEST = "4.0.0"
+PYSPARK_REFUSED = "4.4"
 # install_requires of setup.cfg: distribution -> (import name, lowest version, first version refused)
 REQUIREMENTS: dict[str, tuple[str, str, str | None]] = {
     "pyarrow": ("pyarrow", "15", None),
     "numpy": ("numpy", "1.26", None),
-    "grpcio": ("grpc", "1.85", None),
-    "protobuf": ("google.protobuf", "7.35.1", "8"),
+    "grpcio": ("grpc", "1.64", None),
+    "protobuf": ("google.protobuf", "5.26.1", "8"),
 }
 REGISTER_BY_HAND = (
     "or register it in the session: from staticmq_spark.data_source import StaticMQDataSource; "
@@ -84,19 +86,33 @@ def check_requirements(installed: Any = _installed) -> list[Finding]:
 
 def check_pyspark(installed: Any = _installed) -> Finding:
     version = installed("pyspark")
+    wanted = f">={PYSPARK_LOWEST},<{PYSPARK_REFUSED}"
     if version is None:
         return Finding(
             False,
             "pyspark is not installed in this Python",
             "pip install 'staticmq[spark]' (on a managed runtime, use this check in the runtime's Python)",
         )
-    if version_tuple(version) != version_tuple(PYSPARK_TESTED):
+    if not version_tuple(PYSPARK_LOWEST) <= version_tuple(version) < version_tuple(PYSPARK_REFUSED):
         return Finding(
             False,
-            f"pyspark {version}: staticmq is tested on pyspark {PYSPARK_TESTED} only (see docs/deployment.md)",
-            f"pip install 'pyspark=={PYSPARK_TESTED}', or use a runtime with Spark {PYSPARK_TESTED}",
+            f"pyspark {version}: staticmq supports pyspark {wanted} (see docs/deployment.md)",
+            f"pip install 'pyspark{wanted}', or use a runtime with Spark 4.0 to 4.3",
         )
     return Finding(True, f"pyspark {version}")
+
+
+def check_pyspark_features() -> Finding:
+    """What the running pyspark lacks of what the connector uses (each degrades as documented)."""
+    try:
+        from staticmq_spark.pyspark_features import missing_features
+
+        missing = missing_features()
+    except Exception as exc:  # an import that fails here fails in Spark too
+        return Finding(False, f"staticmq's pyspark features do not load: {exc!r}", "reinstall pyspark")
+    if not missing:
+        return Finding(True, "this pyspark has everything the connector uses")
+    return Finding(True, "this pyspark lacks " + "; and ".join(missing))
 
 
 def check_listed(path: Iterable[str] | None = None) -> Finding:
@@ -178,8 +194,11 @@ def check_worker_python(worker: str | None = None, explicit: bool | None = None)
 
 
 def run_checks() -> list[Finding]:
-    findings = [*check_requirements(), check_pyspark(), check_listed()]
-    if findings[-2].ok and findings[-1].ok:
+    pyspark = check_pyspark()
+    findings = [*check_requirements(), pyspark, check_listed()]
+    if pyspark.ok:
+        findings.insert(-1, check_pyspark_features())
+    if pyspark.ok and findings[-1].ok:
         findings.append(check_default_source())
     findings.append(check_worker_python())
     return findings

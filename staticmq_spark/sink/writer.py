@@ -13,10 +13,11 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from staticmq_spark.backends import SinkWriter, TaskWrite, shared_backend
 from staticmq_spark.errors import InternalError
+from staticmq_spark.pyspark_features import StreamArrowWriter
 from staticmq_spark.sink.options import SinkOptions
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def _commit(opts: SinkOptions, writer: str, batch: int, messages: Sequence[Write
     )
 
 
-class StaticMQStreamWriter(DataSourceStreamArrowWriter):
+class StaticMQStreamWriter(StreamArrowWriter):  # type: ignore[misc]
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 

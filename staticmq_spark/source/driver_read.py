@@ -30,8 +30,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
-from pyspark.sql.streaming.datasource import ReadLimit
 
+from staticmq_spark.pyspark_features import ReadLimit
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
 from staticmq_spark.source.stream_reader import StaticMQStreamReader
@@ -77,9 +77,11 @@ class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
         state["_reading"] = None
         return state
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
         """The end of the next micro-batch, planned at once; a small one's read starts now (see the
         module doc)."""
+        if start is None:
+            start = self._next_start if self._next_start is not None else self.initialOffset()
         end = super().latestOffset(start, limit)
         self._batch = None
         if end != start:
@@ -96,6 +98,7 @@ class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
         return Planned(start, end, [whole], self._reading.submit(_read_all, whole))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:  # type: ignore[override]
+        self._next_start = end
         planned = self._batch
         if planned is None or planned.start != start or planned.end != end:
             planned = self._batch = self._plan(start, end)  # e.g. the replayed batch of a restart

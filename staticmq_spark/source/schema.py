@@ -43,22 +43,37 @@ def spark_schema(include_properties: bool) -> StructType:
     return StructType(fields)
 
 
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
 @cache
 def arrow_schema(include_properties: bool) -> pa.Schema:
-    """What Spark expects back from read(): pyspark's own Arrow form of spark_schema (built once
-    per process: every read task asks for it)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(spark_schema(include_properties), timezone="UTC")
+    """What Spark expects back from read(): the Arrow form of spark_schema, as pyspark's
+    `to_arrow_schema` gives it on every supported version (whose keywords differ between them:
+    tests/unit/test_source_schema.py holds the two equal). Built once per process."""
+    fields = [
+        pa.field("topic", pa.string(), False),
+        pa.field("queueId", pa.int32(), False),
+        pa.field("queueOffset", pa.int64(), False),
+        pa.field("key", pa.string()),
+        pa.field("tags", pa.string()),
+        pa.field("value", pa.binary()),
+    ]
+    if include_properties:
+        fields.append(pa.field("properties", pa.map_(pa.field("key", pa.string(), False), pa.string())))
+    fields += [
+        pa.field("bornTimestamp", TIMESTAMP),
+        pa.field("storeTimestamp", TIMESTAMP),
+        pa.field("brokerName", pa.string(), False),
+        pa.field("physicalOffset", pa.int64(), False),
+    ]
+    return pa.schema(fields)
 
 
 def constant_strings(value: str, n: int) -> pa.Array:
     raw = value.encode()
     offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
-
-
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
 def _timestamps(ms: np.ndarray) -> pa.Array:

@@ -15,7 +15,11 @@ import time
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader
-from pyspark.sql.streaming.datasource import (
+
+from staticmq_spark.backends import ClusterReader, open_backend
+from staticmq_spark.backends.retry import with_retries
+from staticmq_spark.errors import StaticMQError
+from staticmq_spark.pyspark_features import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxBytes,
@@ -23,10 +27,6 @@ from pyspark.sql.streaming.datasource import (
     ReadMinRows,
     SupportsTriggerAvailableNow,
 )
-
-from staticmq_spark.backends import ClusterReader, open_backend
-from staticmq_spark.backends.retry import with_retries
-from staticmq_spark.errors import StaticMQError
 from staticmq_spark.source import offsets as offset_json
 from staticmq_spark.source.admission import advance, count_rows, share_budget
 from staticmq_spark.source.idle import IdleBackoff
@@ -40,7 +40,7 @@ from staticmq_spark.source.subscription import Snapshots, Subscription
 log = logging.getLogger(__name__)
 
 
-class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     def __init__(self, options: SourceOptions) -> None:
         self.opts = options
         self._subscription = Subscription(options)
@@ -55,6 +55,10 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # for that end (Spark's next call of this trigger) plans from them instead of asking every
         # broker again. Any other end, e.g. the replayed batch of a restart, takes new snapshots.
         self._planned: tuple[dict[str, Any], Snapshots] | None = None
+        # The end of the last micro-batch planned: where the next one starts, for a runner that
+        # asks latestOffset() without a start (pyspark < 4.2). On a restart Spark plans the
+        # checkpoint's last end as an empty range first (AcceptsLatestSeenOffset), so it is known.
+        self._next_start: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -105,7 +109,14 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 begin[topic] = snap.earliest()
         return begin
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
+        """The end of the next micro-batch. pyspark 4.2 and later give the start and the limit;
+        an older runner gives neither (pyspark_features): the start is then the end of the last
+        micro-batch planned (or the initial offset) and the limit comes from the options."""
+        if start is None:
+            start = self._next_start if self._next_start is not None else self.initialOffset()
+        if limit is None:
+            limit = ReadAllAvailable() if self._target is not None else self.getDefaultReadLimit()
         snaps = self._snapshots(offset_json.topics_of(start))
         begin = self._begin(snaps, start)
         latest = {t: _at_least(per, snaps[t].latest()) for t, per in begin.items()}
@@ -186,6 +197,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ planning and reading
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueuePartition]:
+        self._next_start = end
         planned, self._planned = self._planned, None
         topics = offset_json.topics_of(end)
         if planned is not None and planned[0] == end and all(t in planned[1] for t in topics):

@@ -15,11 +15,11 @@ import pyarrow as pa
 import pytest
 from pyspark.serializers import read_int, write_with_length
 from pyspark.sql.streaming import python_streaming_source_runner as runner
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from staticmq_spark.backends.memory import MemoryCluster
 from staticmq_spark.data_source import StaticMQDataSource
 from staticmq_spark.errors import InvalidOptionError
+from staticmq_spark.pyspark_features import ADMISSION_CONTROL, ReadAllAvailable, ReadMaxRows
 from staticmq_spark.source import stream_reader
 from staticmq_spark.source.driver_read import DriverReadStreamReader, QueuesPartition
 from staticmq_spark.source.options import parse_source_options
@@ -180,6 +180,7 @@ def test_driver_read_partition_run_as_a_task_reads_every_logic_queue_it_holds(cl
     assert reader.getCache(start, end) is not None and reader.getCache(start, end) is None, "handed over once"
 
 
+@pytest.mark.skipif(not ADMISSION_CONTROL, reason="this pyspark's runner has no admission control")
 def test_driver_read_keeps_admission_control_and_trigger_available_now_in_pysparks_runner(
     cluster: MemoryCluster,
 ) -> None:
@@ -215,3 +216,23 @@ def test_driver_read_max_messages_applies_to_streaming_queries_only() -> None:
     opts = {"namesrv": "127.0.0.1:9876", "topic": "t", "driverReadMaxMessages": "100"}
     with pytest.raises(InvalidOptionError, match=r"driverReadMaxMessages.*streaming queries only"):
         parse_source_options(opts, streaming=False)
+
+
+def test_driver_read_answers_a_runner_that_asks_latest_offset_without_start_or_limit(cluster: MemoryCluster) -> None:
+    """pyspark 4.0/4.1's runner (and 4.2's for readers without admission control) asks
+    `latestOffset()` alone: the start is the last end planned and the limit comes from the options."""
+    options = _options(cluster, driverReadMaxMessages="100", maxMessagesPerTrigger="5")
+    reader = StaticMQDataSource(options).streamReader(spark_schema(True))
+    assert isinstance(reader, DriverReadStreamReader)
+    _send(cluster, 0)
+    start = reader.initialOffset()
+    ends = []
+    for _ in range(2):
+        out = io.BytesIO()
+        runner.latest_offset_func(reader, out)
+        body = io.BytesIO(out.getvalue())
+        end = json.loads(body.read(read_int(body)))
+        parts, rows = _run_partitions_func(reader, start, end)
+        assert len(parts) == 1 and rows is not None and rows.num_rows == (5 if not ends else 3)
+        ends.append(end)
+        start = end

@@ -20,10 +20,10 @@ one raises MissingExtraError naming the extra (`LAZY_OPTIONAL`, checked below):
   `writeStream.format("delta")`, needs only Delta's jars, and managed runtimes bring delta;
 - `pyspark` in cli/doctor_cmd.py `check_default_source` ([spark]): the doctor reports a missing
   pyspark instead of failing to start (every command module loads with the CLI);
+- `pyspark` in spark_session.py `running_spark_binary`: the Spark version Delta's jars must match,
+  asked only by `delta=True` (the package's __init__ imports spark_session);
 - `staticmq_spark.data_source` in spark_session.py `_register`: `import staticmq_spark` (the client,
   the CLI) must not need pyspark, and the package's __init__ imports spark_session;
-- `pyspark.sql.pandas.types` in source/schema.py `arrow_schema`: used by read() only (as written
-  with the source);
 - `lz4` and `zstandard` in backends/rocketmq/stored_messages.py: codecs of compressed RocketMQ
   messages, in no requirement list: needed only for a topic whose producers compress.
 """
@@ -46,6 +46,7 @@ ABOVE_SEAM = (
     "staticmq_spark.data_source",
     "staticmq_spark.option_table",
     "staticmq_spark.spark_session",
+    "staticmq_spark.pyspark_features",
     "staticmq_spark.lakehouse",
 )
 WIRES = ("grpc", "google.protobuf", "staticmq_spark.protocol.pb")
@@ -60,7 +61,7 @@ LAZY_OPTIONAL = {
     ("staticmq_spark.protocol.acl", "yaml"),
     ("staticmq_spark.lakehouse", "delta"),
     ("staticmq_spark.cli.doctor_cmd", "pyspark"),
-    ("staticmq_spark.source.schema", "pyspark"),
+    ("staticmq_spark.spark_session", "pyspark"),
     ("staticmq_spark.backends.rocketmq.stored_messages", "lz4"),
     ("staticmq_spark.backends.rocketmq.stored_messages", "zstandard"),
 }

@@ -135,8 +135,11 @@ def test_doctor_checks_versions() -> None:
     assert not findings["pyarrow"].ok and not findings["protobuf"].ok
     assert findings["numpy"].ok and findings["grpcio"].ok
     assert [f.ok for f in check_requirements({}.get)] == [False] * 4
-    assert check_pyspark({"pyspark": "4.2.0"}.get).ok
-    assert not check_pyspark({"pyspark": "4.0.1"}.get).ok
+    for supported in ("4.0.0", "4.0.2", "4.1.1", "4.2.0", "4.2.1", "4.3.0"):
+        assert check_pyspark({"pyspark": supported}.get).ok, supported
+    for outside in ("3.5.6", "4.4.0"):
+        refused = check_pyspark({"pyspark": outside}.get)
+        assert not refused.ok and ">=4.0.0,<4.4" in refused.fix, outside
     missing = check_pyspark({}.get)
     assert not missing.ok and "staticmq[spark]" in missing.fix
 

@@ -1,0 +1,22 @@
+"""configure_spark(delta=True) puts the Delta Lake build of the running Spark on the classpath."""
+
+from __future__ import annotations
+
+import pyspark
+import pytest
+
+from staticmq_spark.spark_session import NoDeltaForThisSpark, delta_package, running_spark_binary
+
+
+@pytest.mark.parametrize("spark", ["4.0", "4.1", "4.2"])
+def test_delta_is_the_build_for_the_spark_it_runs_on(spark: str) -> None:
+    assert delta_package(spark) == f"io.delta:delta-spark_{spark}_2.13:4.4.0"
+
+
+def test_delta_for_a_spark_without_a_delta_release_is_refused_naming_the_ones_that_have_one() -> None:
+    with pytest.raises(NoDeltaForThisSpark, match=r"no release for Spark 4\.3.*4\.0, 4\.1, 4\.2"):
+        delta_package("4.3")
+
+
+def test_the_running_spark_binary_is_pysparks_major_and_minor() -> None:
+    assert running_spark_binary() == ".".join(pyspark.__version__.split(".")[:2])

@@ -1,0 +1,86 @@
+"""The stream reader on a pyspark runner without admission control (4.0, 4.1): it is asked
+`latestOffset()` with neither a start nor a limit, so it starts where the last micro-batch it
+planned ended (or at its initial offset) and takes its limit from the options."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from staticmq_spark.backends.memory import MemoryCluster
+from staticmq_spark.source import offsets as offset_json
+from staticmq_spark.source.executor import read_partition
+from staticmq_spark.source.options import parse_source_options
+from staticmq_spark.source.stream_reader import StaticMQStreamReader
+
+_names = itertools.count()
+KEYS = [f"key-{i}" for i in range(8)]
+
+
+@pytest.fixture
+def cluster() -> Iterator[MemoryCluster]:
+    c = MemoryCluster(f"noac{next(_names)}", ["b0"])
+    c.create_static_topic("orders", 4, ["b0"])
+    yield c
+    c.close()
+
+
+def _reader(c: MemoryCluster, **options: str) -> StaticMQStreamReader:
+    opts = {"namesrv": f"memory://{c.name}", "topic": "orders", "startingOffsets": "earliest", **options}
+    return StaticMQStreamReader(parse_source_options(opts, streaming=True))
+
+
+def _send(c: MemoryCluster, rounds: range) -> None:
+    for r in rounds:
+        c.send("orders", KEYS, [f"{k}#{r}".encode() for k in KEYS])
+
+
+def _rows(parts: list[Any]) -> list[bytes]:
+    return sorted(v for p in parts for b in read_partition(p) for v in b.column("value").to_pylist())
+
+
+def _total(offsets: dict[str, Any]) -> int:
+    return sum(offset_json.from_json(offsets, "orders", 4).values())
+
+
+def test_without_admission_control_the_first_batch_starts_at_the_initial_offset(cluster: MemoryCluster) -> None:
+    _send(cluster, range(2))
+    reader = _reader(cluster)
+    end = reader.latestOffset()  # Spark asks before initialOffset() on a fresh query
+    start = reader.initialOffset()
+    assert _total(start) == 0 and _total(end) == 16
+    assert len(_rows(reader.partitions(start, end))) == 16
+
+
+def test_without_admission_control_the_limit_comes_from_the_options(cluster: MemoryCluster) -> None:
+    _send(cluster, range(5))  # 40 messages
+    reader = _reader(cluster, maxMessagesPerTrigger="12")
+    start = reader.initialOffset()
+    seen: list[bytes] = []
+    for _ in range(3):
+        end = reader.latestOffset()
+        assert _total(end) - _total(start) == 12
+        seen += _rows(reader.partitions(start, end))
+        start = end
+    end = reader.latestOffset()
+    assert _total(end) == 40
+    seen += _rows(reader.partitions(start, end))
+    assert sorted(seen) == sorted(f"{k}#{r}".encode() for k in KEYS for r in range(5))
+    assert reader.latestOffset() == end, "nothing new: the same end, no empty micro-batch"
+
+
+def test_without_admission_control_a_restart_continues_from_the_checkpoints_last_end(cluster: MemoryCluster) -> None:
+    _send(cluster, range(2))
+    first = _reader(cluster, maxMessagesPerTrigger="10")
+    start = first.initialOffset()
+    end = first.latestOffset()
+    first.partitions(start, end)
+    first.stop()
+    restarted = _reader(cluster, maxMessagesPerTrigger="10")
+    restarted.partitions(end, end)  # Spark's setLatestSeenOffset: the checkpoint's last end
+    following = restarted.latestOffset()
+    assert _total(following) == 16
+    assert len(_rows(restarted.partitions(end, following))) == 6
