@@ -80,8 +80,7 @@ class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
     def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
         """The end of the next micro-batch, planned at once; a small one's read starts now (see the
         module doc)."""
-        if start is None:
-            start = self._next_start if self._next_start is not None else self.initialOffset()
+        start, limit = self._start_and_limit(start, limit)
         end = super().latestOffset(start, limit)
         self._batch = None
         if end != start:

@@ -59,6 +59,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # asks latestOffset() without a start (pyspark < 4.2). On a restart Spark plans the
         # checkpoint's last end as an empty range first (AcceptsLatestSeenOffset), so it is known.
         self._next_start: dict[str, Any] | None = None
+        self._answered = False  # whether latestOffset has answered in this process
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -112,11 +113,12 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
         """The end of the next micro-batch. pyspark 4.2 and later give the start and the limit;
         an older runner gives neither (pyspark_features): the start is then the end of the last
-        micro-batch planned (or the initial offset) and the limit comes from the options."""
-        if start is None:
-            start = self._next_start if self._next_start is not None else self.initialOffset()
-        if limit is None:
-            limit = ReadAllAvailable() if self._target is not None else self.getDefaultReadLimit()
+        micro-batch planned (or the initial offset), and the limit is the options' from a run's
+        second answer on. The first answer of a run reads everything available: it may be
+        Trigger.AvailableNow's only micro-batch (Spark's single-batch fallback, which a Python
+        source cannot tell from any other trigger there), and that must not stop with messages
+        left behind."""
+        start, limit = self._start_and_limit(start, limit)
         snaps = self._snapshots(offset_json.topics_of(start))
         begin = self._begin(snaps, start)
         latest = {t: _at_least(per, snaps[t].latest()) for t, per in begin.items()}
@@ -142,6 +144,20 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         answer = offset_json.to_json(end, initial=initial)
         self._planned = (answer, snaps)
         return answer
+
+    def _start_and_limit(
+        self, start: dict[str, Any] | None, limit: ReadLimit | None
+    ) -> tuple[dict[str, Any], ReadLimit]:
+        """latestOffset's start and limit, also for a runner that gives neither (see there)."""
+        first_of_run = not self._answered
+        self._answered = True
+        if start is None:
+            start = self._next_start if self._next_start is not None else self.initialOffset()
+            if limit is None and first_of_run:
+                limit = ReadAllAvailable()
+        if limit is None:
+            limit = ReadAllAvailable() if self._target is not None else self.getDefaultReadLimit()
+        return start, limit
 
     def _behind(self, snaps: Snapshots, consumed: Offsets) -> Offsets:
         """Messages between each queue's planned end and its latest offset (remap jumps hold none)."""

@@ -34,7 +34,9 @@ def register(session: Any, data_source: Any) -> None:
     `worker_environment` for its workers.
 
     A data source pyspark registered already under the same name (an installed `pyspark_*`
-    module) is replaced; Spark's warning about that replacement is not shown, as it is meant."""
+    module) is replaced; Spark's warning about that replacement is not shown, as it is meant.
+    Spark 4.0 and 4.1 refuse to replace such a one (DATA_SOURCE_ALREADY_EXISTS): there it stays as
+    pyspark registered it, the same data source, its workers started without this directory."""
     context = session.sparkContext
     manager = session._jsparkSession.sessionState().dataSourceManager()
     with _quiet(context._jvm, manager.getClass().getName()):
@@ -43,6 +45,9 @@ def register(session: Any, data_source: Any) -> None:
         context.environment = worker_environment(dict(saved))
         try:
             session.dataSource.register(data_source)
+        except Exception as exc:
+            if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+                raise
         finally:
             context.environment = saved
 

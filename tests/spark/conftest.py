@@ -4,6 +4,7 @@ cluster (a master and two workers) per session."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +31,11 @@ SPARK_CONF = {
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-    # One session for every Spark test, with Delta Lake on (its jars must be there at start).
-    builder = configure_spark(SparkSession.builder.master("local[2]").appName("staticmq-tests"), delta=True)
+    # One session for every Spark test, with Delta Lake on (its jars must be there at start) where
+    # Delta's Python package is installed: the primary environment; the pyspark matrix's runtime
+    # environments run the core tests without it (tests/matrix).
+    delta = importlib.util.find_spec("delta") is not None
+    builder = configure_spark(SparkSession.builder.master("local[2]").appName("staticmq-tests"), delta=delta)
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from staticmq_spark.client import Admin, Producer
+from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
 from tests.support.spark import new_topic, produce, source, wait_until
 
 pytestmark = pytest.mark.spark
@@ -19,17 +20,53 @@ def batch_sizes(q) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 def test_max_messages_per_trigger_caps_every_micro_batch(spark, cluster) -> None:
+    """Under Trigger.AvailableNow where pyspark splits it by the source's limits (4.2 and later),
+    else under a processing-time trigger (pyspark_features.AVAILABLE_NOW_SPLITS)."""
     topic = new_topic(cluster.namesrv, 4)
     produce(cluster.namesrv, topic, 1000)
-    q = (
-        source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="130")
-        .writeStream.format("noop")
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination(120)
+    writer = source(
+        spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="130"
+    ).writeStream.format("noop")
+    if AVAILABLE_NOW_SPLITS:
+        q = writer.trigger(availableNow=True).start()
+        q.awaitTermination(120)
+    else:
+        q = writer.trigger(processingTime="100 milliseconds").start()
+        try:
+            wait_until(lambda: sum(batch_sizes(q)) >= 1000, 120, "1000 messages in micro-batches")
+        finally:
+            q.stop()
     sizes = batch_sizes(q)
     assert sum(sizes) == 1000 and max(sizes) <= 130 and len(sizes) >= 8
+
+
+def test_a_limited_stream_restarted_from_its_checkpoint_reads_every_message_once(spark, cluster, tmp_path) -> None:
+    topic = new_topic(cluster.namesrv, 4)
+    sent = produce(cluster.namesrv, topic, 600)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+
+    def run(until_rows: int) -> list[int]:
+        q = (
+            source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(ck))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+        try:
+            wait_until(lambda: sum(batch_sizes(q)) >= until_rows, 120, f"{until_rows} rows")
+        finally:
+            q.stop()
+        return batch_sizes(q)
+
+    first = run(200)
+    produce(cluster.namesrv, topic, 300, start=1000)
+    second = run(900 - sum(first))
+    assert max(first + second) <= 100, "every micro-batch, before and after the restart, within the limit"
+    rows = spark.read.parquet(str(out)).collect()
+    expected = [b for bodies in sent.values() for b in bodies] + [f"m{i}".encode() for i in range(1000, 1300)]
+    assert sorted(bytes(r["value"]) for r in rows) == sorted(expected), "every message once across the restart"
 
 
 def test_max_bytes_per_trigger_caps_every_micro_batch(spark, cluster) -> None:
@@ -76,11 +113,14 @@ def test_available_now_ends_after_reading_what_was_there_at_start(spark, cluster
                 producer.send(topic, f"late{i}".encode(), key=str(i))
                 i += 1
 
+    # Where pyspark splits AvailableNow by the source's limits (4.2 and later), in micro-batches of
+    # at most 100; elsewhere Spark runs it as one micro-batch, which a limit would cut short.
+    limit = {"maxMessagesPerTrigger": "100"} if AVAILABLE_NOW_SPLITS else {}
     worker = threading.Thread(target=keep_producing)
     worker.start()
     try:
         q = (
-            source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="100")
+            source(spark, cluster.namesrv, topic, startingOffsets="earliest", **limit)
             .writeStream.format("memory")
             .queryName("available_now")
             .trigger(availableNow=True)
@@ -92,6 +132,7 @@ def test_available_now_ends_after_reading_what_was_there_at_start(spark, cluster
         worker.join(30)
     rows = spark.table("available_now").collect()
     assert 300 <= len(rows) < 300 + 2000
+    assert AVAILABLE_NOW_SPLITS or len(batch_sizes(q)) == 1
     assert {bytes(r["value"]) for r in rows} >= {f"m{i}".encode() for i in range(300)}
 
 

@@ -220,12 +220,15 @@ def test_driver_read_max_messages_applies_to_streaming_queries_only() -> None:
 
 def test_driver_read_answers_a_runner_that_asks_latest_offset_without_start_or_limit(cluster: MemoryCluster) -> None:
     """pyspark 4.0/4.1's runner (and 4.2's for readers without admission control) asks
-    `latestOffset()` alone: the start is the last end planned and the limit comes from the options."""
+    `latestOffset()` alone: the start is the last end planned and, after the run's first answer,
+    the limit comes from the options."""
     options = _options(cluster, driverReadMaxMessages="100", maxMessagesPerTrigger="5")
     reader = StaticMQDataSource(options).streamReader(spark_schema(True))
     assert isinstance(reader, DriverReadStreamReader)
-    _send(cluster, 0)
     start = reader.initialOffset()
+    out = io.BytesIO()
+    runner.latest_offset_func(reader, out)  # the run's first answer, before any message
+    _send(cluster, 0)
     ends = []
     for _ in range(2):
         out = io.BytesIO()

@@ -1,6 +1,7 @@
 """The stream reader on a pyspark runner without admission control (4.0, 4.1): it is asked
 `latestOffset()` with neither a start nor a limit, so it starts where the last micro-batch it
-planned ended (or at its initial offset) and takes its limit from the options."""
+planned ended (or at its initial offset); a run's first micro-batch reads everything available
+(it may be Trigger.AvailableNow's only one), the next ones take their limit from the options."""
 
 from __future__ import annotations
 
@@ -55,10 +56,22 @@ def test_without_admission_control_the_first_batch_starts_at_the_initial_offset(
     assert len(_rows(reader.partitions(start, end))) == 16
 
 
-def test_without_admission_control_the_limit_comes_from_the_options(cluster: MemoryCluster) -> None:
-    _send(cluster, range(5))  # 40 messages
+def test_without_admission_control_the_first_batch_of_a_run_reads_everything_available(
+    cluster: MemoryCluster,
+) -> None:
+    _send(cluster, range(5))
     reader = _reader(cluster, maxMessagesPerTrigger="12")
     start = reader.initialOffset()
+    end = reader.latestOffset()
+    assert _total(end) == 40, "Trigger.AvailableNow's single micro-batch must not stop at the limit"
+    assert len(_rows(reader.partitions(start, end))) == 40
+
+
+def test_without_admission_control_the_limit_comes_from_the_options(cluster: MemoryCluster) -> None:
+    reader = _reader(cluster, maxMessagesPerTrigger="12")
+    start = reader.initialOffset()
+    assert reader.latestOffset() == start, "nothing yet: the run's first answer"
+    _send(cluster, range(5))  # 40 messages
     seen: list[bytes] = []
     for _ in range(3):
         end = reader.latestOffset()
@@ -73,14 +86,18 @@ def test_without_admission_control_the_limit_comes_from_the_options(cluster: Mem
 
 
 def test_without_admission_control_a_restart_continues_from_the_checkpoints_last_end(cluster: MemoryCluster) -> None:
-    _send(cluster, range(2))
     first = _reader(cluster, maxMessagesPerTrigger="10")
     start = first.initialOffset()
+    assert first.latestOffset() == start  # the run's first answer, before any message
+    _send(cluster, range(2))
     end = first.latestOffset()
+    assert _total(end) == 10
     first.partitions(start, end)
     first.stop()
+    _send(cluster, range(2, 4))
     restarted = _reader(cluster, maxMessagesPerTrigger="10")
     restarted.partitions(end, end)  # Spark's setLatestSeenOffset: the checkpoint's last end
     following = restarted.latestOffset()
-    assert _total(following) == 16
-    assert len(_rows(restarted.partitions(end, following))) == 6
+    assert _total(following) == 32, "the restarted run's first answer: everything from the last end"
+    assert len(_rows(restarted.partitions(end, following))) == 22
+    assert _total(restarted.latestOffset()) == 32
