@@ -8,8 +8,10 @@ staticmq runs on every pyspark from 4.0.0 to 4.3. Two things it uses are newer t
   `prepareForTriggerAvailableNow()`. Where it does not (4.0, 4.1), the runner asks only
   `latestOffset()`: the reader then knows its own start (the end of the last micro-batch it
   planned, or its initial offset) and applies its per-trigger limits from its options
-  (`source.stream_reader`); Spark shows no lag in the query progress, and `Trigger.AvailableNow`
-  is Spark's single-batch fallback: one micro-batch (see `AVAILABLE_NOW_SPLITS`).
+  (`source.stream_reader`), from a run's second micro-batch on. `Trigger.AvailableNow` there is
+  Spark's single-batch fallback, and the runner calls a Python source the same way whatever the
+  trigger, so the first micro-batch of each run (a start or a restart) reads everything available:
+  AvailableNow never stops with messages left behind. Spark shows no lag in the query progress.
 - **The Arrow stream writer** (`DataSourceStreamArrowWriter`; pyspark 4.1). Where it is missing,
   the stream writer is also a `DataSourceArrowWriter`, which pyspark 4.0's write function checks
   first whatever the write is: rows reach the sink as Arrow batches on every version.
@@ -112,9 +114,9 @@ def missing_features() -> list[str]:
     missing = []
     if not ADMISSION_CONTROL:
         missing.append(
-            "admission control for Python sources (pyspark 4.2): per-trigger limits come from the "
-            "source's options, the query progress shows no lag, and Trigger.AvailableNow reads "
-            "everything available in one micro-batch"
+            "admission control for Python sources (pyspark 4.2): Trigger.AvailableNow reads everything "
+            "available in one micro-batch, so does the first micro-batch of every run, the per-trigger "
+            "limits apply from a run's second micro-batch on, and the query progress shows no lag"
         )
     if not STREAM_ARROW_WRITER:
         missing.append(
