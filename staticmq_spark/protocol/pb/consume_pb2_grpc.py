@@ -6,8 +6,10 @@ import warnings
 from staticmq_spark.protocol.pb import consume_pb2 as staticmq__spark_dot_protocol_dot_pb_dot_consume__pb2
 from staticmq_spark.protocol.pb import staticmq_pb2 as staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.64.0'
 GRPC_VERSION = grpc.__version__
+EXPECTED_ERROR_RELEASE = '1.65.0'
+SCHEDULED_RELEASE_DATE = 'June 25, 2024'
 _version_not_supported = False
 
 try:
@@ -17,16 +19,19 @@ except ImportError:
     _version_not_supported = True
 
 if _version_not_supported:
-    raise RuntimeError(
+    warnings.warn(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in staticmq_spark/protocol/pb/consume_pb2_grpc.py depends on'
+        + f' but the generated code in staticmq_spark/protocol/pb/consume_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
+        + f' This warning will become an error in {EXPECTED_ERROR_RELEASE},'
+        + f' scheduled for release on {SCHEDULED_RELEASE_DATE}.',
+        RuntimeWarning
     )
 
 
-class ConsumeServiceStub:
+class ConsumeServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -72,7 +77,7 @@ class ConsumeServiceStub:
                 _registered_method=True)
 
 
-class ConsumeServiceServicer:
+class ConsumeServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Pop(self, request, context):
@@ -163,7 +168,7 @@ def add_ConsumeServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class ConsumeService:
+class ConsumeService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

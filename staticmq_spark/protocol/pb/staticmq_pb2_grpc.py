@@ -5,8 +5,10 @@ import warnings
 
 from staticmq_spark.protocol.pb import staticmq_pb2 as staticmq__spark_dot_protocol_dot_pb_dot_staticmq__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.64.0'
 GRPC_VERSION = grpc.__version__
+EXPECTED_ERROR_RELEASE = '1.65.0'
+SCHEDULED_RELEASE_DATE = 'June 25, 2024'
 _version_not_supported = False
 
 try:
@@ -16,16 +18,19 @@ except ImportError:
     _version_not_supported = True
 
 if _version_not_supported:
-    raise RuntimeError(
+    warnings.warn(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in staticmq_spark/protocol/pb/staticmq_pb2_grpc.py depends on'
+        + f' but the generated code in staticmq_spark/protocol/pb/staticmq_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
+        + f' This warning will become an error in {EXPECTED_ERROR_RELEASE},'
+        + f' scheduled for release on {SCHEDULED_RELEASE_DATE}.',
+        RuntimeWarning
     )
 
 
-class BrokerStub:
+class BrokerStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -136,7 +141,7 @@ class BrokerStub:
                 _registered_method=True)
 
 
-class BrokerServicer:
+class BrokerServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Send(self, request, context):
@@ -370,7 +375,7 @@ def add_BrokerServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class Broker:
+class Broker(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
@@ -914,7 +919,7 @@ class Broker:
             _registered_method=True)
 
 
-class NameServerStub:
+class NameServerStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -945,7 +950,7 @@ class NameServerStub:
                 _registered_method=True)
 
 
-class NameServerServicer:
+class NameServerServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def RegisterBroker(self, request, context):
@@ -1003,7 +1008,7 @@ def add_NameServerServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class NameServer:
+class NameServer(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
