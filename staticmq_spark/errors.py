@@ -24,6 +24,8 @@
     ├── QueueUnavailableError (retriable) a logic queue whose broker is down
     ├── BrokerUnavailableError (retriable) a broker or name server that cannot be reached
     │   └── NameServerUnreachableError   (not retriable) a name server address that never answered
+    ├── FirstContactError                an address that never answered closed the connection unanswered
+    ├── TlsError                         a TLS connection that cannot be made as configured
     ├── AccessDeniedError                the caller's account lacks the permission (PERMISSION_DENIED)
     │   └── UnauthenticatedError         no credentials, an unknown key, a bad signature or a stale time
     ├── DataCorruptError                 a stored record failed its checksum: never served
@@ -162,6 +164,15 @@ class NameServerUnreachableError(BrokerUnavailableError):
 
     code = "NAMESRV_UNREACHABLE"
     retriable = False
+
+
+class FirstContactError(StaticMQError):
+    """An address that has never answered this process accepted the connection and closed it
+    before answering: it most likely expects TLS or credentials (the message says which options
+    give them). Not retried: a server that went away is retried only once it has answered."""
+
+    code = "FIRST_CONTACT_FAILED"
+    grpc_status = "UNAVAILABLE"
 
 
 class TlsError(StaticMQError):

@@ -2,12 +2,15 @@
 (tls.server.mode=enforcing): requests are signed with the cluster's keys and travel over TLS, from
 the CLI (keys from the environment, `--tls-ca`), the Python client and admin (`credentials=`,
 `tls_ca=`) and Spark (`accessKey`/`secretKey`, `tlsCaFile`); no keys or a wrong secret is refused
-with a clear error, and a wrong CA fails at once naming the address and the certificate problem."""
+with a clear error, a wrong CA fails at once naming the address and the certificate problem, and a
+Spark read or write without the CA fails within seconds saying the server closed the connection
+unanswered and may expect TLS (not retried for retryTimeoutMs as a broker that went away)."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +22,7 @@ from pyspark.sql import SparkSession
 from staticmq_spark.backends.rocketmq.codes import RequestCode
 from staticmq_spark.backends.rocketmq.connection import Connection, tls_context
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.errors import AccessDeniedError, StaticMQError, TlsError
+from staticmq_spark.errors import AccessDeniedError, NameServerUnreachableError, StaticMQError, TlsError
 from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 from staticmq_spark.tls_files import TlsFiles, write_tls_files
@@ -28,6 +31,8 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 KEYS = ("staticmq-admin", "s3cret-key-123")
+FAST_S = 20.0  # well under the default retryTimeoutMs (120 s) that a broker that went away gets
+NO_TLS = "closed the connection before answering: does it expect TLS"
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +50,12 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory, tls: TlsFiles) -> Iter
             admin.update_static_topic("guarded", 2, cluster="DefaultCluster")
             admin.update_static_topic("guarded-out", 2, cluster="DefaultCluster")
             admin.update_static_topic("guarded-load", 2, cluster="DefaultCluster")
+            admin.update_static_topic("guarded-first", 2, cluster="DefaultCluster")
         with PullConsumer(cluster.address, credentials=keys, tls_ca=ca) as consumer:  # routes registered
             wait_until(
-                lambda: all(consumer.max_offset(t, 1) >= 0 for t in ("guarded", "guarded-out", "guarded-load")),
+                lambda: all(
+                    consumer.max_offset(t, 1) >= 0 for t in ("guarded", "guarded-out", "guarded-load", "guarded-first")
+                ),
                 60,
                 message="every topic's route at the name server",
                 ignore=(StaticMQError,),
@@ -133,7 +141,8 @@ def test_a_wrong_ca_fails_at_once_naming_the_address_and_the_certificate_problem
     consumer = PullConsumer(acl_cluster.address, credentials=keys, tls_ca=str(other.ca))
     with consumer, pytest.raises(TlsError, match=wrong_ca):
         consumer.max_offset("guarded", 0)
-    with PullConsumer(acl_cluster.address, credentials=keys) as plain, pytest.raises(Exception, match="closed by"):
+    plain = PullConsumer(acl_cluster.address, credentials=keys)
+    with plain, pytest.raises(NameServerUnreachableError, match=f"{acl_cluster.namesrv} closed the connection"):
         plain.max_offset("guarded", 0)
 
 
@@ -166,3 +175,33 @@ def test_spark_reads_and_writes_with_the_key_and_ca_options(
         .save()
     )
     assert read("guarded-out", accessKey=KEYS[0], secretKey=KEYS[1]).count() == rows.count()
+
+
+def test_a_spark_read_without_the_ca_fails_in_seconds_naming_tls(
+    spark: SparkSession, acl_cluster: LocalRocketMQ
+) -> None:
+    """Measured before: 134.7 s, the name server's closed connection retried as a broker gone away."""
+    ns = acl_cluster.address
+    reader = spark.read.format("staticmq").option("namesrv", ns).option("topic", "guarded")
+    started = time.monotonic()
+    with pytest.raises(
+        PySparkException, match=f"no RocketMQ name server at {acl_cluster.namesrv} has answered: .*{NO_TLS}"
+    ):
+        reader.option("accessKey", KEYS[0]).option("secretKey", KEYS[1]).load().collect()
+    assert time.monotonic() - started < FAST_S, "not the retry (retryTimeoutMs) of a broker that went away"
+
+
+def test_a_spark_write_without_the_ca_fails_in_seconds_naming_tls(
+    spark: SparkSession, acl_cluster: LocalRocketMQ, tls: TlsFiles
+) -> None:
+    rows = spark.createDataFrame([("k", "v")], "key string, value string")
+
+    def write(**options: str) -> None:
+        writer = rows.write.format("staticmq").option("namesrv", acl_cluster.address).option("topic", "guarded-first")
+        writer.option("accessKey", KEYS[0]).option("secretKey", KEYS[1]).options(**options).mode("append").save()
+
+    write(tlsCaFile=str(tls.ca))  # with the CA it works (and the workers are up)
+    started = time.monotonic()
+    with pytest.raises(PySparkException, match=NO_TLS):
+        write()
+    assert time.monotonic() - started < FAST_S, "not the retry of a broker that went away"

@@ -1,4 +1,11 @@
-"""One TCP connection to a RocketMQ server: requests pipelined, answers matched by `opaque`."""
+"""One TCP connection to a RocketMQ server: requests pipelined, answers matched by `opaque`.
+
+Which addresses answered this process (`_ANSWERED`, by address and TLS on or off) is kept here: a
+connection to an address that never answered and is closed by the server before any answer fails
+with FirstContactError (not retried: it most likely expects TLS or credentials), and a refused one
+names the likely cause (first_contact.py); an address that answered before and went away gives
+BrokerUnavailableError, retried as before.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +21,34 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import numpy as np
 import numpy.typing as npt
 
+from staticmq_spark.backends.first_contact import AnsweredAddresses, NoAnswer, first_contact_error
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand, decode_frame, encode_request, frame_length
 from staticmq_spark.backends.rocketmq.tls_stream import TlsStream
 from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import BrokerUnavailableError, InvalidOptionError, TlsError
+from staticmq_spark.errors import BrokerUnavailableError, InvalidOptionError, StaticMQError, TlsError
 
 log = logging.getLogger(__name__)
 _OPAQUES = itertools.count(1)
+_ANSWERED = AnsweredAddresses()  # (address, TLS on) of the servers that answered this process
+
+
+def answered(addr: str, tls: bool) -> bool:
+    """Whether `addr` (reached with TLS or not) answered this process at least once."""
+    return (addr, tls) in _ANSWERED
+
+
+def socket_no_answer(exc: BaseException) -> NoAnswer:
+    """How connecting, or reading or writing a connection, failed, from the error raised."""
+    if isinstance(exc, ConnectionRefusedError):
+        return NoAnswer.REFUSED
+    closed = ConnectionResetError | ConnectionAbortedError | BrokenPipeError | EOFError | ssl.SSLEOFError
+    if isinstance(exc, closed):
+        return NoAnswer.CLOSED
+    if isinstance(exc, socket.gaierror):
+        return NoAnswer.UNRESOLVED
+    if isinstance(exc, TimeoutError):
+        return NoAnswer.TIMEOUT
+    return NoAnswer.OTHER
 
 
 def reserve_opaques(n: int) -> npt.NDArray[np.int64]:
@@ -42,11 +70,15 @@ class Connection(Closeable):
 
     def __init__(self, addr: str, connect_timeout_s: float = 3.0, tls: ssl.SSLContext | None = None) -> None:
         self.addr = addr
+        self._key = (addr, tls is not None)
+        self._answered = False  # this connection read an answer
         host, port = split_host_port(addr)
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout_s)
         except OSError as exc:
-            raise BrokerUnavailableError(f"cannot connect to RocketMQ at {addr}: {exc}") from None
+            if self._key in _ANSWERED:
+                raise BrokerUnavailableError(f"cannot connect to RocketMQ at {addr}: {exc}") from None
+            raise first_contact_error(socket_no_answer(exc), addr, tls=tls is not None, detail=str(exc)) from None
         self._sock: socket.socket | TlsStream = sock if tls is None else _tls_handshake(sock, tls, addr, host)
         self._sock.settimeout(None)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -54,6 +86,7 @@ class Connection(Closeable):
         self._pending: dict[int, Future[RemotingCommand]] = {}
         self._pending_lock = threading.Lock()
         self._closed: str | None = None
+        self._first_contact_closed = False  # closed by the server before the address ever answered
         self._reader = threading.Thread(target=self._read_loop, name=f"rocketmq-{addr}", daemon=True)
         self._reader.start()
 
@@ -85,7 +118,7 @@ class Connection(Closeable):
         sent: list[tuple[int, Future[RemotingCommand]]] = []
         with self._pending_lock:
             if self._closed is not None:
-                raise BrokerUnavailableError(f"connection to RocketMQ at {self.addr} is closed: {self._closed}")
+                raise self._lost(f"connection to RocketMQ at {self.addr} is closed: {self._closed}")
             for opaque in opaques:
                 future: Future[RemotingCommand] = Future()
                 self._pending[opaque] = future
@@ -94,8 +127,8 @@ class Connection(Closeable):
             with self._write_lock:
                 self._sock.sendall(frames)
         except OSError as exc:
-            self._fail(f"write failed: {exc}")
-            raise BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
+            self._fail(f"write failed: {exc}", socket_no_answer(exc))
+            raise self._lost(f"lost the connection to RocketMQ at {self.addr}: {exc}") from None
         return sent
 
     def wait(self, sent: tuple[int, Future[RemotingCommand]], code: int, timeout_s: float) -> RemotingCommand:
@@ -115,6 +148,9 @@ class Connection(Closeable):
             while True:
                 frame = self._read_exactly(frame_length(self._read_exactly(4)))
                 cmd = decode_frame(frame)
+                if not self._answered:
+                    self._answered = True
+                    _ANSWERED.mark(self._key)
                 if not cmd.is_response:
                     continue  # server -> client requests go only to clients that sent heartbeats
                 with self._pending_lock:
@@ -122,27 +158,35 @@ class Connection(Closeable):
                 if future is not None and not future.done():
                     future.set_result(cmd)
         except Exception as exc:
-            self._fail(str(exc) or type(exc).__name__)
+            self._fail(str(exc) or type(exc).__name__, socket_no_answer(exc))
 
     def _read_exactly(self, n: int) -> bytes:
         chunks = bytearray()
         while len(chunks) < n:
             chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
             if not chunk:
-                raise ConnectionError("closed by the server")
+                raise EOFError("closed by the server")
             chunks += chunk
         return bytes(chunks)
 
-    def _fail(self, reason: str) -> None:
+    def _lost(self, message: str) -> StaticMQError:
+        """The error of a request on this connection once it failed: FirstContactError when the
+        server closed it before any answer and this address never answered this process."""
+        if self._first_contact_closed:
+            return first_contact_error(NoAnswer.CLOSED, self.addr, tls=self._key[1])
+        return BrokerUnavailableError(message)
+
+    def _fail(self, reason: str, how: NoAnswer = NoAnswer.OTHER) -> None:
         with self._pending_lock:
             if self._closed is None:
                 self._closed = reason
+                self._first_contact_closed = (
+                    how is NoAnswer.CLOSED and not self._answered and self._key not in _ANSWERED
+                )
             pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
-                future.set_exception(
-                    BrokerUnavailableError(f"lost the connection to RocketMQ at {self.addr}: {reason}")
-                )
+                future.set_exception(self._lost(f"lost the connection to RocketMQ at {self.addr}: {reason}"))
         try:  # shutdown first: it wakes a reader blocked in recv, which close alone does not
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -189,6 +233,10 @@ class ConnectionPool:
         self._conns: dict[str, Connection] = {}
         self._lock = threading.Lock()
         self._tls = tls
+
+    def answered(self, addr: str) -> bool:
+        """Whether `addr`, reached as this pool reaches it (TLS or not), answered this process."""
+        return answered(addr, self._tls is not None)
 
     def get(self, addr: str) -> Connection:
         with self._lock:

@@ -148,7 +148,9 @@ class RocketMQReader:
             try:
                 return call(bname, addr)
             except (NotLeaderError, BrokerUnavailableError, RocketMQError) as exc:
-                transient = not isinstance(exc, RocketMQError) or exc.response_code == ResponseCode.SYSTEM_ERROR
+                transient = exc.retriable or (
+                    isinstance(exc, RocketMQError) and exc.response_code == ResponseCode.SYSTEM_ERROR
+                )
                 if not transient or time.monotonic() + backoff_s(attempt + 1) > deadline:
                     raise
                 log.info("%s/%d via %s: %s; retrying", topic, queue, bname, exc.message)

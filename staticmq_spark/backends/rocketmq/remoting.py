@@ -23,7 +23,9 @@ from staticmq_spark.backends.rocketmq.routes import TopicRoute, parse_mapping_de
 from staticmq_spark.errors import (
     AccessDeniedError,
     BrokerUnavailableError,
+    FirstContactError,
     InvalidArgumentError,
+    NameServerUnreachableError,
     StaticMQError,
     TopicNotFoundError,
 )
@@ -140,14 +142,21 @@ class RemotingClient:
         return self.pool.get(addr).request(code, dict(fields), body, timeout_s or self.timeout_s)
 
     def namesrv_call(self, code: int, ext: dict[str, object]) -> RemotingCommand:
+        """The request on the name servers in random order, until one answers. When none of them
+        ever answered this process (a wrong address, port or security setting, far likelier than
+        every name server gone) it fails at once: NameServerUnreachableError, not retried."""
         order = list(self.namesrv)
         random.shuffle(order)
         errors = []
         for addr in order:
             try:
                 return self.call(addr, code, ext)
-            except BrokerUnavailableError as exc:
+            except (BrokerUnavailableError, FirstContactError) as exc:
                 errors.append(exc.message)
+        if not any(self.pool.answered(addr) for addr in self.namesrv):
+            raise NameServerUnreachableError(
+                f"no RocketMQ name server at {';'.join(self.namesrv)} has answered: " + "; ".join(errors)
+            )
         raise BrokerUnavailableError("no RocketMQ name server answered: " + "; ".join(errors))
 
     # ---------------------------------------------------------------- name server

@@ -5,15 +5,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from staticmq_spark.backends.address import parse_address
-from staticmq_spark.backends.staticmq.rpc import Channels, invoke
+from staticmq_spark.backends.first_contact import AnsweredAddresses
+from staticmq_spark.backends.staticmq.rpc import Channels, first_call, invoke
 from staticmq_spark.errors import (
     BrokerUnavailableError,
+    FirstContactError,
     InvalidOptionError,
     NameServerUnreachableError,
-    StaticMQError,
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
@@ -23,9 +24,11 @@ from staticmq_spark.protocol.route_wire import route_from_pb
 T = TypeVar("T")
 
 
-# Name-server addresses that answered this process at least once. One that never did fails fast
-# (NameServerUnreachableError, not retriable); one that answered before and went away is retried.
-_ANSWERED: set[str] = set()
+# Name servers (address, CA file or None) that answered this process at least once. A first call
+# to one that never did is not waited for and names the cause (rpc.first_call); a list none of
+# whose addresses ever answered fails at once (NameServerUnreachableError, not retriable); one
+# that answered before and went away is retried.
+_ANSWERED = AnsweredAddresses()
 
 
 class RouteCache:
@@ -60,26 +63,32 @@ class RouteCache:
             self._routes.pop(topic, None)
 
     def fetch(self, topic: str) -> pb.TopicRoute:
-        return self._ask(lambda stub: invoke("name server", stub.GetRoute, pb.TopicName(topic=topic), self._timeout_s))
+        return self._ask(lambda stub: stub.GetRoute, pb.TopicName(topic=topic))
 
     def cluster_info(self) -> pb.ClusterInfo:
-        return self._ask(lambda stub: invoke("name server", stub.GetClusterInfo, pb.Empty(), self._timeout_s))
+        return self._ask(lambda stub: stub.GetClusterInfo, pb.Empty())
 
-    def _ask(self, call: Callable[[pb_grpc.NameServerStub], T]) -> T:
-        last: StaticMQError | None = None
+    def _ask(self, method: Callable[[pb_grpc.NameServerStub], Callable[..., T]], request: Any) -> T:
+        """`method(stub)(request)` on the first name server that answers, in list order."""
+        ca = self._channels.security.tls_ca  # an answer over plain text, or with another CA, proves nothing
+        last: BrokerUnavailableError | None = None
+        causes: list[str] = []
         for addr in self.namesrv_addrs:
+            call = method(self._channels.namesrv(addr))
             try:
-                answer = call(self._channels.namesrv(addr))
-            except BrokerUnavailableError as exc:
+                if (addr, ca) in _ANSWERED:
+                    answer = invoke("name server", call, request, self._timeout_s)
+                else:
+                    answer = first_call(addr, call, request, self._timeout_s, tls=bool(ca))
+            except (BrokerUnavailableError, FirstContactError) as exc:
                 last = BrokerUnavailableError(f"name server {addr} is unavailable: {exc.message}")
+                causes.append(exc.message)
             else:
-                _ANSWERED.add(addr)
+                _ANSWERED.mark((addr, ca))
                 return answer
-        if not _ANSWERED.intersection(self.namesrv_addrs):
-            tls = "" if self._channels.security.tls_ca else ", or whether the cluster serves TLS (--tls-ca / tlsCaFile)"
+        if not any((addr, ca) in _ANSWERED for addr in self.namesrv_addrs):
             raise NameServerUnreachableError(
-                f"no name server at {';'.join(self.namesrv_addrs)} has answered: check the address "
-                f"(-n / NAMESRV_ADDR / the namesrv option){tls}; last error: {last.message if last else 'none'}"
+                f"no name server at {';'.join(self.namesrv_addrs)} has answered: {'; '.join(causes)}"
             )
         assert last is not None
         raise last
