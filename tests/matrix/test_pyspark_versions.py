@@ -64,6 +64,7 @@ def test_the_wheel_installs_beside_a_runtimes_packages_without_changing_them(
     assert "staticmq==" in listed
 
 
+@pytest.mark.timeout(2400)
 def test_the_unit_and_core_spark_tests_pass_on_this_pyspark(
     runtime: tuple[str, Path, dict[str, tuple[str, str | None]]], tmp_path: Path
 ) -> None:
@@ -83,7 +84,11 @@ def test_the_unit_and_core_spark_tests_pass_on_this_pyspark(
         "tests/unit",
         *CORE_SPARK_TESTS,
     ]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
-    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    log = tmp_path / "pytest.log"
+    with log.open("wb") as out:
+        done = subprocess.run(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=2300)
+    lines = log.read_text(errors="replace").strip().splitlines()
+    summary = lines[-1] if lines else ""
     print(f"pyspark {version}: {summary}")
-    assert done.returncode == 0, f"pyspark {version}: {summary}\n{done.stdout[-12000:]}\n{done.stderr[-3000:]}"
+    errors = [line for line in lines if line.startswith(("E ", "FAILED", "ERROR"))]
+    assert done.returncode == 0, f"pyspark {version}: {summary}\n" + "\n".join(errors[-200:] + lines[-60:])
