@@ -60,6 +60,9 @@ DELTA_EXCLUDES = (
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+# Spark's Trigger.AvailableNow for sources without native support (SPARK-45178): the source's
+# latest offset when the query starts is where it ends, read after any uncommitted micro-batch.
+AVAILABLE_NOW_WRAPPER = "spark.sql.streaming.triggerAvailableNowWrapper.enabled"
 
 
 class NoDeltaForThisSpark(StaticMQError):
@@ -155,7 +158,17 @@ def configure_spark(builder: Any, *, delta: bool = False) -> Any:
     With Delta on a local master set before this call (`local[N]`), Delta rebuilds a table's
     state after each commit in N tasks instead of its default 50
     (`spark.databricks.delta.snapshotPartitions`, unless the caller set it): on 2 cores the
-    50 tasks took about 2.5 s of every streaming micro-batch after the first."""
+    50 tasks took about 2.5 s of every streaming micro-batch after the first.
+
+    On a pyspark whose Python sources have no admission control (4.0, 4.1: pyspark_features) it
+    also turns on Spark's Trigger.AvailableNow wrapper (`AVAILABLE_NOW_WRAPPER`, unless the caller
+    set it): without it Spark runs AvailableNow as one micro-batch, and a query restarted with a
+    micro-batch left uncommitted only replays that one and stops, leaving newer messages behind;
+    with it the query also reads everything that was there when it started."""
+    from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
+
+    if not AVAILABLE_NOW_SPLITS and AVAILABLE_NOW_WRAPPER not in getattr(builder, "_options", {}):
+        builder = builder.config(AVAILABLE_NOW_WRAPPER, "true")
     if delta:
         settings = delta_conf()
         options = getattr(builder, "_options", {})

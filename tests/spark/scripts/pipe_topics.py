@@ -13,10 +13,16 @@ from pyspark import TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, udf
 
+from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
+from staticmq_spark.spark_session import AVAILABLE_NOW_WRAPPER
+
 namesrv, source_topic, sink_topic, checkpoint, mode = sys.argv[1:6]
 inject = "--fail-first-attempts" in sys.argv
 guarantee = "at-least-once" if "--at-least-once" in sys.argv else "exactly-once"
-spark = SparkSession.builder.master("local[2,4]").config("spark.ui.enabled", "false").getOrCreate()
+builder = SparkSession.builder.master("local[2,4]").config("spark.ui.enabled", "false")
+if not AVAILABLE_NOW_SPLITS:  # pyspark < 4.2: what docs/deployment.md tells such a session to set
+    builder = builder.config(AVAILABLE_NOW_WRAPPER, "true")
+spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 
 
