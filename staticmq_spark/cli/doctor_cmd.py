@@ -102,17 +102,17 @@ def check_pyspark(installed: Any = _installed) -> Finding:
     return Finding(True, f"pyspark {version}")
 
 
-def check_pyspark_features() -> Finding:
+def check_pyspark_features() -> list[Finding]:
     """What the running pyspark lacks of what the connector uses (each degrades as documented)."""
     try:
         from staticmq_spark.pyspark_features import missing_features
 
         missing = missing_features()
     except Exception as exc:  # an import that fails here fails in Spark too
-        return Finding(False, f"staticmq's pyspark features do not load: {exc!r}", "reinstall pyspark")
+        return [Finding(False, f"staticmq's pyspark features do not load: {exc!r}", "reinstall pyspark")]
     if not missing:
-        return Finding(True, "this pyspark has everything the connector uses")
-    return Finding(True, "this pyspark lacks " + "; and ".join(missing))
+        return [Finding(True, "this pyspark has everything the connector uses")]
+    return [Finding(True, f"this pyspark lacks {feature}") for feature in missing]
 
 
 def check_listed(path: Iterable[str] | None = None) -> Finding:
@@ -197,7 +197,7 @@ def run_checks() -> list[Finding]:
     pyspark = check_pyspark()
     findings = [*check_requirements(), pyspark, check_listed()]
     if pyspark.ok:
-        findings.insert(-1, check_pyspark_features())
+        findings[-1:-1] = check_pyspark_features()
     if pyspark.ok and findings[-1].ok:
         findings.append(check_default_source())
     findings.append(check_worker_python())

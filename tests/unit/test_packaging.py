@@ -171,3 +171,13 @@ def test_staticmq_doctor_command(tmp_path: Path) -> None:
     bad = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 1
     assert "[FAIL] no Python for Spark's workers" in bad.stdout and "fix: export PYSPARK_PYTHON=" in bad.stdout
+
+
+def test_doctor_says_what_the_running_pyspark_lacks() -> None:
+    from staticmq_spark.cli.doctor_cmd import check_pyspark_features
+    from staticmq_spark.pyspark_features import ADMISSION_CONTROL, STREAM_ARROW_WRITER
+
+    said = " ".join(f.what for f in check_pyspark_features())
+    assert ("admission control" in said) is (not ADMISSION_CONTROL)
+    assert ("Arrow stream writer" in said) is (not STREAM_ARROW_WRITER)
+    assert ("everything the connector uses" in said) is (ADMISSION_CONTROL and STREAM_ARROW_WRITER)
