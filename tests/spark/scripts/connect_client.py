@@ -11,12 +11,14 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from staticmq_spark.data_source import StaticMQDataSource
+from staticmq_spark.connect_session import register_over_connect
 
 url, namesrv, source_topic, streamed_topic, written_topic, checkpoint = sys.argv[1:7]
 spark = SparkSession.builder.remote(url).getOrCreate()
 # A Python data source is registered per session: the client sends the class to the server
-spark.dataSource.register(StaticMQDataSource)
+# (spark.dataSource.register, which a Spark 4.0 server refuses with DATA_SOURCE_ALREADY_EXISTS when
+# its own lookup registered the installed staticmq already: register_over_connect keeps that one)
+register_over_connect(spark)
 
 read = spark.read.format("staticmq").option("namesrv", namesrv).option("topic", source_topic).load()
 print(f"READ {read.select('queueId', 'queueOffset', 'value').count()}", flush=True)
