@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from staticmq_spark.connect_session import check_connect_builder, is_connect_session, register_over_connect
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.jvm_artifacts import fetch_artifacts
 
@@ -109,6 +110,8 @@ def _register(session: Any) -> Any:
     """Registers `staticmq` with the environment of `worker_site` (its query runners import
     pyspark's cached bytecode instead of compiling `pyspark.zip`: about 1 CPU-second less per
     streaming query), replacing the registration pyspark made through `pyspark_staticmq`."""
+    if is_connect_session(session):  # Spark Connect: no JVM here, the class goes to the server
+        return register_over_connect(session)
     from staticmq_spark.data_source import StaticMQDataSource
     from staticmq_spark.worker_site import register
 
@@ -165,6 +168,7 @@ def configure_spark(builder: Any, *, delta: bool = False) -> Any:
     set it): without it Spark runs AvailableNow as one micro-batch, and a query restarted with a
     micro-batch left uncommitted only replays that one and stops, leaving newer messages behind;
     with it the query also reads everything that was there when it started."""
+    check_connect_builder(builder, delta=delta)
     from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
 
     if not AVAILABLE_NOW_SPLITS and AVAILABLE_NOW_WRAPPER not in getattr(builder, "_options", {}):

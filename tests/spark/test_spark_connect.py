@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from staticmq_spark import spark_session
 from staticmq_spark.testing import LocalCluster
 from tests.support.spark import new_topic, produce
 from tests.support.spark_cluster import ConnectServer, spark_env
@@ -44,16 +43,6 @@ def test_a_spark_connect_client_reads_streams_and_writes_staticmq_after_register
     )
 
 
-# Whether spark_session.configure_spark calls staticmq_spark.connect_session yet
-CONFIGURE_SPARK_KNOWS_CONNECT = hasattr(spark_session, "check_connect_builder")
-not_yet = pytest.mark.xfail(
-    not CONFIGURE_SPARK_KNOWS_CONNECT,
-    reason="spark_session.configure_spark does not call connect_session yet: on a Connect session it fails "
-    "with JVM_ATTRIBUTE_NOT_SUPPORTED (sparkContext), and delta=True is not refused",
-    strict=True,
-)
-
-
 def run_client(*args: str) -> list[str]:
     """tests/spark/scripts/connect_configure.py with `args`; its output lines (it must end well;
     a Spark that Delta Lake has no release for skips the test)."""
@@ -75,7 +64,6 @@ def thread_rows(tag: str) -> Counter[tuple[str, str]]:
     return Counter((f"k{i % 7}", f"{tag}{i}") for i in range(120))
 
 
-@not_yet
 def test_configure_spark_on_a_spark_connect_builder_registers_staticmq_over_connect(
     spark: SparkSession, cluster: LocalCluster, spark_connect: ConnectServer
 ) -> None:
@@ -86,7 +74,6 @@ def test_configure_spark_on_a_spark_connect_builder_registers_staticmq_over_conn
     assert keyed_rows(spark, cluster.namesrv, written) == thread_rows("c")
 
 
-@not_yet
 def test_configure_spark_with_delta_on_a_running_connect_server_fails_at_once_saying_what_to_do(
     spark_connect: ConnectServer,
 ) -> None:
@@ -110,7 +97,6 @@ def test_a_connect_client_writes_staticmq_from_any_thread_and_activate_in_thread
 
 
 @pytest.mark.slow  # starts a Spark Connect server with Delta Lake in the client process: about 2 minutes
-@not_yet
 def test_configure_spark_with_delta_on_a_local_connect_builder_starts_its_server_with_delta(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:

@@ -21,9 +21,6 @@ from staticmq_spark.connect_session import (
 from staticmq_spark.data_source import StaticMQDataSource
 from staticmq_spark.errors import UnsupportedOperationError
 
-# Whether spark_session.configure_spark calls this module yet (see the module docstring there)
-CONFIGURE_SPARK_KNOWS_CONNECT = hasattr(spark_session, "check_connect_builder")
-
 
 class ConnectBuilder:
     """Stands for pyspark.sql.connect.session.SparkSession.Builder (its class lives there)."""
@@ -129,11 +126,6 @@ def test_activate_in_thread_sets_the_jvm_threads_active_session_of_a_classic_ses
     assert calls == [("classic", "the JVM session"), ("classic", "another JVM session")]
 
 
-@pytest.mark.xfail(
-    not CONFIGURE_SPARK_KNOWS_CONNECT,
-    reason="spark_session.configure_spark does not call connect_session.check_connect_builder yet",
-    strict=True,
-)
 def test_configure_spark_refuses_delta_on_a_running_connect_server_before_fetching_any_jar(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

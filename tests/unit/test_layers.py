@@ -47,6 +47,8 @@ ABOVE_SEAM = (
     "staticmq_spark.option_table",
     "staticmq_spark.spark_session",
     "staticmq_spark.pyspark_features",
+    "staticmq_spark.connect_session",
+    "staticmq_spark.active_session",
     "staticmq_spark.lakehouse",
 )
 WIRES = ("grpc", "google.protobuf", "staticmq_spark.protocol.pb")
