@@ -1,4 +1,4 @@
-"""configure_spark(delta=True) puts the Delta Lake build of the running Spark on the classpath."""
+"""configure_spark: Delta Lake's build for the running Spark, and Spark's AvailableNow wrapper where needed."""
 
 from __future__ import annotations
 
@@ -20,3 +20,16 @@ def test_delta_for_a_spark_without_a_delta_release_is_refused_naming_the_ones_th
 
 def test_the_running_spark_binary_is_pysparks_major_and_minor() -> None:
     assert running_spark_binary() == ".".join(pyspark.__version__.split(".")[:2])
+
+
+def test_configure_spark_turns_on_the_available_now_wrapper_where_sources_have_no_admission_control() -> None:
+    from pyspark.sql import SparkSession
+
+    from staticmq_spark import configure_spark
+    from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
+    from staticmq_spark.spark_session import AVAILABLE_NOW_WRAPPER
+
+    options = configure_spark(SparkSession.builder)._builder._options
+    assert (options.get(AVAILABLE_NOW_WRAPPER) == "true") is (not AVAILABLE_NOW_SPLITS)
+    kept = configure_spark(SparkSession.builder.config(AVAILABLE_NOW_WRAPPER, "false"))._builder._options
+    assert kept[AVAILABLE_NOW_WRAPPER] == "false", "a setting of the caller's stays"
