@@ -216,6 +216,12 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._next_start = end
         planned, self._planned = self._planned, None
         topics = offset_json.topics_of(end)
+        # Batch 0's start, carried in its end, is for batch 0 alone: the batch that starts at the
+        # initial offset. A later batch's end can carry it too where the end was asked before the
+        # start was known (pyspark < 4.2's AvailableNow wrapper asks on a restart first).
+        carried = offset_json.initial_of(end, topics)
+        if carried is not None and start != self.initialOffset():
+            carried = None
         if planned is not None and planned[0] == end and all(t in planned[1] for t in topics):
             known: Snapshots | None = {t: planned[1][t] for t in topics}
         else:
@@ -226,7 +232,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             access = self._cluster()
             snaps = known if known is not None else {t: take_snapshot(access, t) for t in topics}
             known = None  # a retry after a failure takes new snapshots
-            begin = self._begin(snaps, start, carried=offset_json.initial_of(end, topics))
+            begin = self._begin(snaps, start, carried=carried)
             parts: list[QueuePartition] = []
             for topic in topics:
                 ends = offset_json.from_json(end, topic, snaps[topic].total_queues)

@@ -33,9 +33,9 @@ class Runtime:
     where: str  # which managed runtimes this stands for
 
 
-# The 4.0 environment is the oldest set of all (the connector's lower bounds: grpcio 1.67,
-# protobuf 5.29, pyarrow 15, numpy 1.26). pyspark 4.1 and later require grpcio >= 1.76 for their
-# Spark Connect client (with protobuf 6), so their environments pin those.
+# The 4.0 environment is the oldest set of all (grpcio 1.67, protobuf 5.29, pyarrow 15, numpy
+# 1.26). pyspark 4.1 and later require grpcio >= 1.76 for their Spark Connect client, whose
+# generated code needs protobuf >= 6.33.0 (4.1.1) and >= 6.33.5 (4.3.0): their environments pin those.
 RUNTIMES = {
     "4.0.0": Runtime(
         "4.0.0",
@@ -55,7 +55,7 @@ RUNTIMES = {
         (
             "grpcio==1.76.0",
             "grpcio-status==1.76.0",
-            "protobuf==6.31.1",
+            "protobuf==6.33.0",
             "googleapis-common-protos==1.71.0",
             "zstandard==0.25.0",
             "pyarrow==21.0.0",
@@ -69,7 +69,7 @@ RUNTIMES = {
         (
             "grpcio==1.76.0",
             "grpcio-status==1.76.0",
-            "protobuf==6.31.1",
+            "protobuf==6.33.5",
             "googleapis-common-protos==1.71.0",
             "zstandard==0.25.0",
             "pyarrow==21.0.0",

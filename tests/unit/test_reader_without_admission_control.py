@@ -101,3 +101,22 @@ def test_without_admission_control_a_restart_continues_from_the_checkpoints_last
     assert _total(following) == 32, "the restarted run's first answer: everything from the last end"
     assert len(_rows(restarted.partitions(end, following))) == 22
     assert _total(restarted.latestOffset()) == 32
+
+
+def test_without_admission_control_a_restart_under_the_available_now_wrapper_reads_on_from_the_checkpoint(
+    cluster: MemoryCluster,
+) -> None:
+    """Spark's AvailableNow wrapper asks the restarted reader for its end before telling it where
+    the checkpoint is: that end (everything there) says nothing about where the next batch starts."""
+    _send(cluster, range(2))
+    first = _reader(cluster)
+    start = first.initialOffset()
+    end = first.latestOffset()
+    assert len(_rows(first.partitions(start, end))) == 16
+    first.stop()
+    _send(cluster, range(2, 4))
+    restarted = _reader(cluster)
+    everything = restarted.latestOffset()  # the wrapper's prefetch, before the checkpoint's end
+    restarted.partitions(end, end)  # Spark's setLatestSeenOffset
+    rows = _rows(restarted.partitions(end, everything))
+    assert rows == sorted(f"{k}#{r}".encode() for k in KEYS for r in range(2, 4)), "only what came after the checkpoint"
