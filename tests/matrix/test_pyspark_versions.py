@@ -81,6 +81,8 @@ def test_the_unit_and_core_spark_tests_pass_on_this_pyspark(
         "no:cacheprovider",
         "--durations=5",
         f"--basetemp={tmp_path / 'pytest'}",
+        "-m",
+        "not slow",  # the long fault tests run on the primary version only
         "tests/unit",
         *CORE_SPARK_TESTS,
     ]
