@@ -24,24 +24,15 @@ def test_max_messages_per_trigger_caps_every_micro_batch(spark, cluster) -> None
     Elsewhere under a processing-time trigger, from the run's second micro-batch on (the first
     reads everything there: it may be AvailableNow's only one, pyspark_features)."""
     topic = new_topic(cluster.namesrv, 4)
+    df = source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="130")
     if AVAILABLE_NOW_SPLITS:
         produce(cluster.namesrv, topic, 1000)
-        q = (
-            source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="130")
-            .writeStream.format("noop")
-            .trigger(availableNow=True)
-            .start()
-        )
+        q = df.writeStream.format("noop").trigger(availableNow=True).start()
         q.awaitTermination(120)
         sizes = batch_sizes(q)
     else:
         produce(cluster.namesrv, topic, 1)
-        q = (
-            source(spark, cluster.namesrv, topic, startingOffsets="earliest", maxMessagesPerTrigger="130")
-            .writeStream.format("noop")
-            .trigger(processingTime="100 milliseconds")
-            .start()
-        )
+        q = df.writeStream.format("noop").trigger(processingTime="100 milliseconds").start()
         try:
             wait_until(lambda: sum(batch_sizes(q)) == 1, 60, "the run's first micro-batch")
             produce(cluster.namesrv, topic, 1000, start=1)
