@@ -104,10 +104,7 @@ def register_over_connect(session: Any) -> Any:
     lookup made from an installed staticmq (`DATA_SOURCE_ALREADY_EXISTS`): that one, the same data
     source, stays."""
     from staticmq_spark.data_source import StaticMQDataSource
+    from staticmq_spark.pyspark_features import register_data_source
 
-    try:
-        session.dataSource.register(StaticMQDataSource)
-    except Exception as exc:
-        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
-            raise
+    register_data_source(session, StaticMQDataSource)
     return session

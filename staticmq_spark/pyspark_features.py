@@ -40,6 +40,7 @@ __all__ = [
     "StreamArrowWriter",
     "SupportsTriggerAvailableNow",
     "missing_features",
+    "register_data_source",
 ]
 
 
@@ -125,3 +126,15 @@ def missing_features() -> list[str]:
             "as a batch Arrow writer (no row is converted)"
         )
     return missing
+
+
+def register_data_source(session: Any, data_source: Any) -> None:
+    """`session.dataSource.register(data_source)` (classic or Spark Connect). Spark 4.0 and 4.1
+    refuse to replace a data source their own lookup registered from an installed `pyspark_*`
+    module (DATA_SOURCE_ALREADY_EXISTS; 4.2 and later replace it): there that one, the same data
+    source, stays."""
+    try:
+        session.dataSource.register(data_source)
+    except Exception as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
