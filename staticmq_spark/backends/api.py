@@ -1,9 +1,13 @@
 """The seam: what the layers above (client, source, sink, CLI, demo) need from a cluster, as
 interfaces. A backend implements them for one protocol; `registry.py` picks it by address.
 
-A backend answers for a whole cluster: it owns its connections, retries brokers that restart,
-and says which optional capabilities it has. An operation a backend cannot do raises
-UnsupportedOperationError naming the operation and the backend that can.
+A backend answers for a whole cluster. It makes one client instance (its connection state:
+staticmq's channels, route cache and broker detection; RocketMQ's remoting client; the memory
+cluster object) and hands it to every port it makes (reader, sink, admin, producer, consumers),
+which never open connections of their own (tests/unit/test_connection_ownership.py); closing the
+backend closes them. It retries brokers that restart, and says which optional capabilities it
+has. An operation a backend cannot do raises UnsupportedOperationError naming the operation and
+the backend that can.
 """
 
 from __future__ import annotations
@@ -11,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-import pyarrow as pa
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.types import (
@@ -29,6 +31,7 @@ from staticmq_spark.backends.types import (
     QueueOffsets,
     QueueStatus,
     SendResult,
+    SinkRows,
     TopicSummary,
     WriteSettings,
 )
@@ -102,10 +105,15 @@ AT_LEAST_ONCE = "at-least-once"  # rows sent by the tasks directly: visible at o
 class SinkWriter(Protocol):
     guarantee: str  # EXACTLY_ONCE or AT_LEAST_ONCE
 
+    def total_queues(self, topic: str) -> int:
+        """The number of logic queues of `topic` (a static topic, or the write is refused)."""
+        ...
+
     def write_task(
-        self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
+        self, settings: WriteSettings, writer: str, batch: int, partition: int, rows: Iterator[SinkRows]
     ) -> TaskWrite:
-        """Executor side: write one task's rows (murmur3(key) mod totalQueues, or queueId)."""
+        """Executor side: write one task's rows, each to the logic queue it was placed on above the
+        seam (sink/placement.py); a writer never chooses a queue."""
         ...
 
     def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:

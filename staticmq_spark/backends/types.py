@@ -49,6 +49,7 @@ __all__ = [
     "ResetRow",
     "SendOutcome",
     "SendResult",
+    "SinkRows",
     "TopicSummary",
     "WriteSettings",
     "empty_pulled_batch",
@@ -214,6 +215,30 @@ class WriteSettings:
     security: ClientSecurity = PLAIN
     delivery: str = "exactly-once"  # EXACTLY_ONCE or AT_LEAST_ONCE (backends.api)
     decision_topic: str = "staticmq_sink_decisions"  # RocketMQ's exactly-once sink: its decisions
+
+
+@dataclass(frozen=True, slots=True)
+class SinkRows:
+    """One Arrow batch of a sink task's rows, its Spark columns read once above the seam, with each
+    row's target logic queue already decided (staticmq_spark/sink/placement.py): a sink writer only
+    sends rows to the logic queues it is given. `first` is the task's number of its first row (a
+    task numbers its rows from 0, in input order)."""
+
+    value: pa.Array  # binary, no nulls
+    key: pa.Array | None  # string
+    tags: pa.Array | None  # string
+    properties: pa.Array | None  # map<string, string>
+    targets: npt.NDArray[np.int64]  # each row's logic queue, 0 <= target < totalQueues
+    first: int
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.value)
+
+    @property
+    def numbers(self) -> npt.NDArray[np.int64]:
+        """The task's number of each row."""
+        return np.arange(self.first, self.first + len(self.value), dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------- administration

@@ -33,11 +33,16 @@ SINK_OPTIONS = OptionTable(
         Option(
             "orderStrategy",
             "choice",
-            "strict (a keyed row waits for its queue) or best-tried (default: the topic's, else best-tried)",
+            "strict (a row waits for its logic queue's broker) or best-tried (default: the topic's, else best-tried)",
             choices=("strict", "best-tried"),
         ),
         Option("sendTimeoutMs", "positive", "how long a row keeps trying its queue", default="60000"),
-        Option("activeDetection", "bool", "probe brokers so keyless rows skip unreachable ones", default="true"),
+        Option(
+            "activeDetection",
+            "bool",
+            "accepted, no effect on the sink: every row has a fixed logic queue (the Producer's applies)",
+            default="true",
+        ),
         Option("requestBytes", "positive", "bytes per staging request", default=str(8 << 20)),
         Option(
             "deliveryGuarantee",

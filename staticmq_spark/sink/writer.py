@@ -19,6 +19,7 @@ from staticmq_spark.backends import SinkWriter, TaskWrite, shared_backend
 from staticmq_spark.errors import InternalError
 from staticmq_spark.pyspark_features import StreamArrowWriter
 from staticmq_spark.sink.options import SinkOptions
+from staticmq_spark.sink.placement import placed_rows
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,9 @@ def _write(
 ) -> SinkCommitMessage:
     freeze_long_lived_heap()
     with gc_paused():
-        return SinkCommitMessage(_sink(opts).write_task(opts, writer, batch, partition, rows))
+        sink = _sink(opts)
+        placed = placed_rows(opts.topic, sink.total_queues, partition, rows)
+        return SinkCommitMessage(sink.write_task(opts, writer, batch, partition, placed))
 
 
 def _commit(opts: SinkOptions, writer: str, batch: int, messages: Sequence[WriterCommitMessage | None]) -> None:

@@ -15,6 +15,7 @@ from staticmq_spark.client import Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.hashing import queue_for_key
 from tests.support.backends import Backend
+from tests.support.sink_tasks import write_task
 from tests.support.static_helpers import read_queue
 
 _n = itertools.count()
@@ -165,17 +166,46 @@ def test_sink_is_exactly_once_through_a_failed_attempt_a_remap_between_batches_a
         keys = [f"user-{i % 17}" for i in range(60)]
         return pa.RecordBatch.from_pydict({"key": keys, "value": [f"b{batch}-{i}".encode() for i in range(60)]})
 
-    sink.write_task(settings, "conformance", 0, 0, iter([rows(0)]))  # an attempt that failed
-    first = [sink.write_task(settings, "conformance", 0, 0, iter([rows(0)]))]
+    write_task(sink, settings, "conformance", 0, 0, [rows(0)])  # an attempt that failed
+    first = [write_task(sink, settings, "conformance", 0, 0, [rows(0)])]
     sink.commit(settings, "conformance", 0, first)
     sink.commit(settings, "conformance", 0, first)  # the driver died after committing: replayed
     backend.remap(topic, backend.brokers[:1])
-    sink.commit(settings, "conformance", 1, [sink.write_task(settings, "conformance", 1, 0, iter([rows(1)]))])
+    sink.commit(settings, "conformance", 1, [write_task(sink, settings, "conformance", 1, 0, [rows(1)])])
     with PullConsumer(backend.address) as consumer:
         seen = [(q, body.decode()) for q in range(4) for _, body in read_queue(consumer, topic, q)]
     assert sorted(body for _, body in seen) == sorted(f"b{b}-{i}" for b in range(2) for i in range(60))
     keys = {f"b{b}-{i}": f"user-{i % 17}" for b in range(2) for i in range(60)}
     assert all(queue_for_key(keys[body], 4) == q for q, body in seen)
+
+
+def test_sink_places_keyless_rows_round_robin_from_the_partition(backend: Backend) -> None:
+    """The one placement rule, the same on every backend (docs/sink.md): row i of Spark partition p
+    without a key or queueId goes to logic queue (p + i) mod totalQueues; a keyed row to
+    murmur3(key) mod totalQueues, and an explicit queueId wins over both."""
+    topic = _topic(backend, "keyless")
+    backend.create(topic, 4, backend.brokers)
+    sink = open_backend(backend.address).sink()
+    settings = WriteSettings(namesrv=backend.address, topic=topic)
+    tasks = []
+    for partition in (0, 3):
+        keys = [None, "user-7", *[None] * 8]
+        queue_ids = [None, None, 2, *[None] * 7]
+        rb = pa.RecordBatch.from_pydict(
+            {
+                "key": pa.array(keys, pa.string()),
+                "queueId": pa.array(queue_ids, pa.int32()),
+                "value": [f"p{partition}-{i}".encode() for i in range(10)],
+            }
+        )
+        tasks.append(write_task(sink, settings, "keyless", 0, partition, [rb.slice(0, 4), rb.slice(4)]))
+    sink.commit(settings, "keyless", 0, tasks)
+    with PullConsumer(backend.address) as consumer:
+        landed = {body.decode(): q for q in range(4) for _, body in read_queue(consumer, topic, q)}
+    expected = {f"p{p}-{i}": (p + i) % 4 for p in (0, 3) for i in range(10)}
+    expected.update({f"p{p}-1": queue_for_key("user-7", 4) for p in (0, 3)})
+    expected.update({f"p{p}-2": 2 for p in (0, 3)})
+    assert landed == expected
 
 
 TAG_CYCLE = ["TagA", "TagB", None, "TagC", "TagB"]

@@ -28,6 +28,7 @@ from staticmq_spark.client import Admin, PullConsumer
 from staticmq_spark.errors import ConflictError
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.testing.rocketmq_cluster import TRANSACTION_TIMEOUT_MS, LocalRocketMQ
+from tests.support.sink_tasks import write_task
 from tests.support.static_helpers import read_queue
 from tests.support.waiting import wait_until
 
@@ -83,7 +84,7 @@ def test_half_messages_stay_invisible_until_the_commit_and_are_visible_once_afte
     rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
-    tasks = [sink.write_task(settings, "q-visible", 0, p, iter([_rows(f"p{p}", 300)])) for p in range(2)]
+    tasks = [write_task(sink, settings, "q-visible", 0, p, [_rows(f"p{p}", 300)]) for p in range(2)]
     assert sum(t.rows for t in tasks) == 600
     assert _visible(ns, topic) == [], "halves are not readable before the commit"
     assert sink.commit(settings, "q-visible", 0, tasks) == 600
@@ -98,7 +99,7 @@ def test_a_replayed_batch_completes_the_recorded_decision_without_committing_any
     """A driver recorded the decision and committed some halves, then died: the restarted query
     replays the batch (new halves), and its commit completes the old decision instead."""
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
-    first = [sink.write_task(settings, "q-replay", 7, p, iter([_rows(f"p{p}", 200)])) for p in range(2)]
+    first = [write_task(sink, settings, "q-replay", 7, p, [_rows(f"p{p}", 200)]) for p in range(2)]
     runs = [run for t in first for run in t.detail]
     decision = Decision(topic, "q-replay", 7, runs, sink._tails(topic, runs))
     sink._log(settings.decision_topic).record(decision)
@@ -125,7 +126,7 @@ def test_a_replayed_batch_completes_the_recorded_decision_without_committing_any
         commit=True,
     )
     already = half_done.count + k
-    replay = [sink.write_task(settings, "q-replay", 7, p, iter([_rows(f"p{p}", 200)])) for p in range(2)]
+    replay = [write_task(sink, settings, "q-replay", 7, p, [_rows(f"p{p}", 200)]) for p in range(2)]
     assert sink.commit(settings, "q-replay", 7, replay) == 400 - already
     seen = Counter(body for _, _, body in _visible(ns, topic))
     assert seen == Counter(f"p{p}-{i}" for p in range(2) for i in range(200)), "every row exactly once"
@@ -137,8 +138,8 @@ def test_halves_of_a_task_attempt_that_never_reached_the_driver_are_never_visibl
     rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
-    sink.write_task(settings, "q-attempts", 0, 0, iter([_rows("lost", 150)]))  # its executor "died"
-    retried = sink.write_task(settings, "q-attempts", 0, 0, iter([_rows("lost", 150)]))
+    write_task(sink, settings, "q-attempts", 0, 0, [_rows("lost", 150)])  # its executor "died"
+    retried = write_task(sink, settings, "q-attempts", 0, 0, [_rows("lost", 150)])
     assert sink.commit(settings, "q-attempts", 0, [retried]) == 150
     assert Counter(body for _, _, body in _visible(ns, topic)) == Counter(f"lost-{i}" for i in range(150))
 
@@ -148,13 +149,13 @@ def test_a_queue_remapped_between_prepare_and_commit_rolls_the_batch_back_and_a_
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
     brokers = sorted(rocketmq_cluster.broker_names)
-    tasks = [sink.write_task(settings, "q-remap", 3, 0, iter([_rows("r", 120)]))]
+    tasks = [write_task(sink, settings, "q-remap", 3, 0, [_rows("r", 120)])]
     with Admin(ns) as admin:
         admin.remapping_static_topic(topic, brokers=brokers[:1])
     with pytest.raises(ConflictError, match="remapped while micro-batch 3"):
         sink.commit(settings, "q-remap", 3, tasks)
     assert _visible(ns, topic) == [], "nothing of the rolled-back batch is visible"
-    replay = [sink.write_task(settings, "q-remap", 3, 0, iter([_rows("r", 120)]))]
+    replay = [write_task(sink, settings, "q-remap", 3, 0, [_rows("r", 120)])]
     assert {run.bname for run in replay[0].detail} == {brokers[0]}
     assert sink.commit(settings, "q-remap", 3, replay) == 120
     seen = _visible(ns, topic)
@@ -167,8 +168,8 @@ def test_keyless_rows_go_to_the_same_queues_on_a_replay(
 ) -> None:
     settings = _settings(rocketmq_cluster.address, topic)
     rows = pa.RecordBatch.from_pydict({"value": [f"x{i}".encode() for i in range(40)]})
-    a = sink.write_task(settings, "q-keyless", 0, 5, iter([rows]))
-    b = sink.write_task(settings, "q-keyless", 0, 5, iter([rows]))
+    a = write_task(sink, settings, "q-keyless", 0, 5, [rows])
+    b = write_task(sink, settings, "q-keyless", 0, 5, [rows])
     placed = [{run.logic: np.sort(run.rows).tolist() for run in t.detail} for t in (a, b)]
     assert placed[0] == placed[1]
     assert len(placed[0]) == QUEUES
@@ -179,7 +180,7 @@ def test_a_broker_killed_and_restarted_between_prepare_and_commit_keeps_its_halv
     rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
-    tasks = [sink.write_task(settings, "q-restart", 0, p, iter([_rows(f"k{p}", 250)])) for p in range(2)]
+    tasks = [write_task(sink, settings, "q-restart", 0, p, [_rows(f"k{p}", 250)]) for p in range(2)]
     victim = sorted(rocketmq_cluster.broker_names)[-1]
     assert victim in {run.bname for t in tasks for run in t.detail}
     rocketmq_cluster.kill(victim)  # kill -9 of the broker's JVM
@@ -208,7 +209,7 @@ def test_a_half_the_broker_discarded_after_its_checks_is_still_committed_by_a_de
         sink = backend.sink()
         assert isinstance(sink, RocketMQTransactionalSink)
         settings = _settings(ns, "slow")
-        tasks = [sink.write_task(settings, "q-slow", 0, 0, iter([_rows("late", 80)]))]
+        tasks = [write_task(sink, settings, "q-slow", 0, 0, [_rows("late", 80)])]
         discarded = cluster.root / "broker-a" / "home" / "logs" / "rocketmqlogs" / "transaction.log"
         wait_until(
             lambda: discarded.exists() and "TRANS_CHECK_MAXTIME" in discarded.read_text(errors="replace"),
@@ -254,7 +255,7 @@ def _write_then_commit(cluster: LocalRocketMQ, label: str, rows: int, wait_s: fl
         sink = backend.sink()
         assert isinstance(sink, RocketMQTransactionalSink)
         settings = _settings(cluster.address, "waits")
-        tasks = [sink.write_task(settings, f"q-{label}", 0, 0, iter([_rows(label, rows)]))]
+        tasks = [write_task(sink, settings, f"q-{label}", 0, 0, [_rows(label, rows)])]
         time.sleep(wait_s)
         assert sink.commit(settings, f"q-{label}", 0, tasks) == rows
     finally:

@@ -5,10 +5,15 @@ comes back."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import grpc
 import pytest
 
-from staticmq_spark.backends.staticmq.admin import StaticMQAdmin as Admin
+from staticmq_spark.backends.address import parse_address
+from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
+from staticmq_spark.backends.staticmq.backend import StaticMQBackend
 from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.errors import InvalidArgumentError
@@ -20,7 +25,17 @@ from tests.support.waiting import wait_until
 STAGE_ROWS = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/StageRows"
 
 
-def _leader(admin: Admin, topic: str, queue: int) -> tuple[str, str]:
+@contextmanager
+def _admin(namesrv: str) -> Iterator[StaticMQAdmin]:
+    """The staticmq backend's own admin port (it exposes the channels these tests call raw)."""
+    backend = StaticMQBackend(parse_address(namesrv))
+    try:
+        yield backend.admin()
+    finally:
+        backend.close()
+
+
+def _leader(admin: StaticMQAdmin, topic: str, queue: int) -> tuple[str, str]:
     view = admin.route_view(topic)
     name = view.write_queues[queue].broker
     return name, {b.name: b.addr for b in admin.cluster_info()}[name]
@@ -30,7 +45,7 @@ def test_rows_staged_by_plain_protobuf_requests_commit_whole(local_cluster, uniq
     c = local_cluster(brokers=1)
     topic = unique_topic("stage")
     bodies = [b"small", *(bytes([i % 251]) * 2000 for i in range(400))]  # ~800 KB: past the page cache
-    with Admin(c.namesrv) as admin:
+    with _admin(c.namesrv) as admin:
         channels = admin.channels
         admin.update_static_topic(topic, 2, cluster="DefaultCluster")
         name, addr = _leader(admin, topic, 1)
@@ -54,7 +69,7 @@ def test_rows_staged_by_plain_protobuf_requests_commit_whole(local_cluster, uniq
 @pytest.mark.parametrize("raw", [b"\x3a\x10abc", b"\x0b\x00"], ids=["truncated-rows", "group-wire-type"])
 def test_stage_rows_refuses_a_malformed_request_with_a_clear_error(local_cluster, unique_topic, raw: bytes) -> None:
     c = local_cluster(brokers=1)
-    with Admin(c.namesrv) as admin:
+    with _admin(c.namesrv) as admin:
         channels = admin.channels
         name = admin.cluster_info()[0].name
         addr = admin.cluster_info()[0].addr
@@ -65,7 +80,7 @@ def test_stage_rows_refuses_a_malformed_request_with_a_clear_error(local_cluster
             invoke(name, call, raw, 10)
 
 
-def _wait_leader(admin: Admin, topic: str, queue: int, broker: str) -> None:
+def _wait_leader(admin: StaticMQAdmin, topic: str, queue: int, broker: str) -> None:
     wait_until(
         lambda: _leader(admin, topic, queue)[0] == broker,
         15,
@@ -80,7 +95,7 @@ def test_rows_forwarded_by_an_interrupted_commit_are_not_linked_again_after_the_
     topic = unique_topic("stage")
     bodies = [f"row-{i}".encode() for i in range(50)]
     batch = encode_messages(bodies)
-    with Admin(c.namesrv) as admin:
+    with _admin(c.namesrv) as admin:
         admin.update_static_topic(topic, 1, cluster="DefaultCluster")
         home, home_addr = _leader(admin, topic, 0)
         away = next(b for b in admin.cluster_info() if b.name != home)

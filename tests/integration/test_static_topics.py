@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
+from staticmq_spark.backends.address import parse_address
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import (
@@ -189,7 +190,7 @@ def test_broker_refuses_mappings_that_break_the_rules(local_cluster, unique_topi
         st = admin.broker_states(topic)["broker-0"]
         assert st.mapping is not None
         good = st.mapping
-        stub = StaticMQAdmin(c.namesrv).stub(st.addr)
+        stub = StaticMQClientInstance(parse_address(c.namesrv)).channels.broker(st.addr)
         from dataclasses import replace
 
         def write(m: TopicQueueMapping) -> None:

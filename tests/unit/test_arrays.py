@@ -102,16 +102,14 @@ def test_a_sink_tasks_encode_and_routing_path_imports_no_pandas() -> None:
         stream.write_batch(batch)
     code = (
         "import sys, pyarrow as pa\n"
-        "from staticmq_spark.backends.staticmq.staging import KEYLESS\n"
-        "from staticmq_spark.backends.targets import row_targets\n"
-        "from staticmq_spark.protocol import arrays\n"
+        "import staticmq_spark.backends.staticmq.staging\n"
         "from staticmq_spark.protocol.row_encode import encode_columns_to_buffer\n"
+        "from staticmq_spark.sink.placement import place\n"
         f"rb = pa.ipc.open_stream({sink.getvalue().to_pybytes()!r}).read_next_batch()\n"
-        "queues = arrays.int64_filled(rb.column('queueId'), KEYLESS)\n"
-        "targets = row_targets('t', 4, rb.num_rows, rb.column('key'), queues)\n"
-        "data, sizes = encode_columns_to_buffer(rb.column('value'), key=rb.column('key'), tags=rb.column('tags'),\n"
-        "    properties=rb.column('properties'), born_timestamp=rb.column('bornTimestamp'))\n"
-        "assert len(sizes) == 3 and targets[1] == 1, (targets, sizes)\n"
+        "rows = place('t', 4, 0, rb, 0)\n"
+        "data, sizes = encode_columns_to_buffer(rows.value, key=rows.key, tags=rows.tags,\n"
+        "    properties=rows.properties, born_timestamp=rb.column('bornTimestamp'))\n"
+        "assert len(sizes) == 3 and rows.targets[1] == 1, (rows.targets, sizes)\n"
     )
     assert not imports_pandas(code)
 

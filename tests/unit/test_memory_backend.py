@@ -22,6 +22,7 @@ from staticmq_spark.source.partition import QueuePartition, ReadSettings
 from staticmq_spark.source.planner import plan_partitions, resolve_offsets
 from staticmq_spark.source.snapshot import take_snapshot
 from staticmq_spark.source.subscription import Subscription
+from tests.support.sink_tasks import write_task
 
 _names = itertools.count()
 KEYS = [f"key-{i}" for i in range(12)]
@@ -132,7 +133,7 @@ def test_staged_sink_rows_stay_invisible_until_commit_and_a_second_commit_adds_n
     sink, reader = backend.sink(), backend.reader()
     write = WriteSettings(namesrv(cluster), "out")
     rb = pa.RecordBatch.from_pydict({"key": KEYS, "value": [k.encode() for k in KEYS]})
-    tasks = [sink.write_task(write, "w1", 7, p, iter([rb.slice(p * 6, 6)])) for p in range(2)]
+    tasks = [write_task(sink, write, "w1", 7, p, [rb.slice(p * 6, 6)]) for p in range(2)]
     assert sum(t.rows for t in tasks) == len(KEYS)
     assert sum(take_snapshot(reader, "out").latest().values()) == 0
     assert sink.commit(write, "w1", 7, tasks) == len(KEYS)
@@ -140,7 +141,7 @@ def test_staged_sink_rows_stay_invisible_until_commit_and_a_second_commit_adds_n
     assert sum(take_snapshot(reader, "out").latest().values()) == len(KEYS)
     before = take_snapshot(reader, "out").latest()[2]
     pinned = pa.RecordBatch.from_pydict({"value": [b"a", b"b"], "queueId": [2, 2]})
-    sink.commit(write, "w1", 8, [sink.write_task(write, "w1", 8, 0, iter([pinned]))])
+    sink.commit(write, "w1", 8, [write_task(sink, write, "w1", 8, 0, [pinned])])
     assert take_snapshot(reader, "out").latest()[2] == before + 2  # a queueId column wins over keys
 
 

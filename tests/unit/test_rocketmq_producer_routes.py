@@ -24,8 +24,8 @@ class FakeClient:
         self.sent.append((addr, bname, queue))
         return SendAnswer(queue=queue, queue_offset=7, msg_id="", degraded="")
 
-    def close(self) -> None:
-        pass
+    def with_timeout(self, timeout_s: float) -> FakeClient:
+        return self
 
 
 def test_a_route_cached_while_the_leader_was_down_is_refreshed_on_the_next_send() -> None:
@@ -34,7 +34,7 @@ def test_a_route_cached_while_the_leader_was_down_is_refreshed_on_the_next_send(
         "t", masters={"broker-a": "127.0.0.1:1", "broker-b": "127.0.0.1:2"}, total_queues=1, leaders={0: "broker-a"}
     )
     client = FakeClient([down, back])
-    producer = RocketMQProducer("rocketmq://127.0.0.1:9876", client=client, send_timeout_s=5)  # type: ignore[arg-type]
+    producer = RocketMQProducer(client, send_timeout_s=5)  # type: ignore[arg-type]
     (result,) = producer.send_batch("t", [b"x"], queue=0)
     assert (result.broker, result.queue_offset) == ("broker-a", 7)
     assert client.sent == [("127.0.0.1:1", "broker-a", 0)]

@@ -9,9 +9,11 @@ import time
 
 import pytest
 
+from staticmq_spark.backends.address import parse_address
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
 from staticmq_spark.backends.rocketmq.remoting import SendAnswer
 from staticmq_spark.backends.rocketmq.routes import TopicRoute
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.producer import StaticMQProducer
 from staticmq_spark.backends.types import SendOutcome, SendResult, per_message_outcomes
 from staticmq_spark.cli.send_cmd import _send_chunk
@@ -93,6 +95,9 @@ class _FakeRemoting:
         self.sent: list[int] = []
         self.next_offset = [0] * 4
 
+    def with_timeout(self, timeout_s: float) -> _FakeRemoting:
+        return self
+
     def route(self, topic: str) -> TopicRoute:
         return TopicRoute(topic, {"b0": "a0", "b1": "a1"}, 4, {q: f"b{q % 2}" for q in range(4)})
 
@@ -107,7 +112,7 @@ class _FakeRemoting:
 
 def test_rocketmq_send_batch_goes_on_after_a_failed_queue_and_names_each_row() -> None:
     fake = _FakeRemoting(dead={1})
-    producer = RocketMQProducer("rocketmq://127.0.0.1:9876", client=fake)  # type: ignore[arg-type]
+    producer = RocketMQProducer(fake)  # type: ignore[arg-type]
     with pytest.raises(PartialSendError) as raised:
         producer.send_batch("t", [f"m{i}" for i in range(8)], queues=[0, 1, 2, 3, 0, 1, 2, 3])
     assert sorted(fake.sent) == [0, 1, 2, 3]  # every queue tried once
@@ -117,13 +122,13 @@ def test_rocketmq_send_batch_goes_on_after_a_failed_queue_and_names_each_row() -
 
 
 def test_rocketmq_send_batch_of_one_request_raises_its_own_error() -> None:
-    producer = RocketMQProducer("rocketmq://127.0.0.1:9876", client=_FakeRemoting(dead={1}))  # type: ignore[arg-type]
+    producer = RocketMQProducer(_FakeRemoting(dead={1}))  # type: ignore[arg-type]
     with pytest.raises(InvalidBatchError):
         producer.send_batch("t", ["a", "b"], queue=1)
 
 
 def _static_producer(fail: set[int], slow_s: float) -> tuple[StaticMQProducer, list[int]]:
-    producer = StaticMQProducer("127.0.0.1:1", active_detection=False)
+    producer = StaticMQProducer(StaticMQClientInstance(parse_address("127.0.0.1:1")), active_detection=False)
     queues = tuple(QueueAddress("t", q, f"broker-{q % 2}", "127.0.0.1:1") for q in range(4))
     route = TopicRouteView("t", True, 4, "best-tried", queues, queues)
     producer.routes.get = lambda topic, refresh=False: route  # type: ignore[method-assign]

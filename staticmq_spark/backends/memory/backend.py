@@ -11,7 +11,6 @@ import pyarrow as pa
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import EXACTLY_ONCE, ProducerSettings, TaskWrite
 from staticmq_spark.backends.memory.cluster import CLUSTERS, MemoryBroker, MemoryCluster, Stored, now_ms
-from staticmq_spark.backends.targets import KEYLESS, row_targets
 from staticmq_spark.backends.types import (
     PLAIN,
     BrokerState,
@@ -23,6 +22,7 @@ from staticmq_spark.backends.types import (
     PhysicalRead,
     ProgressRow,
     PullStatus,
+    SinkRows,
     TopicSummary,
     WriteSettings,
 )
@@ -57,9 +57,9 @@ def _columns(messages: Sequence[Stored], include_properties: bool) -> pa.RecordB
 class MemoryReader:
     capabilities = Capabilities(two_phase_staging=True, pop=False)
 
-    def __init__(self, address: ClusterAddress) -> None:
+    def __init__(self, address: ClusterAddress, cluster: MemoryCluster) -> None:
         self.address = address
-        self.cluster = _cluster(address)
+        self.cluster = cluster
 
     def gather(self, topic: str) -> dict[str, BrokerState]:
         return self.cluster.states(topic)
@@ -136,29 +136,26 @@ class MemorySink:
 
     guarantee = EXACTLY_ONCE
 
-    def __init__(self, address: ClusterAddress) -> None:
-        self.cluster = _cluster(address)
+    def __init__(self, cluster: MemoryCluster) -> None:
+        self.cluster = cluster
+
+    def total_queues(self, topic: str) -> int:
+        total, _ = self.cluster.chains(topic)
+        return total
 
     def write_task(
-        self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
+        self, settings: WriteSettings, writer: str, batch: int, partition: int, placed: Iterator[SinkRows]
     ) -> TaskWrite:
-        total, _ = self.cluster.chains(settings.topic)
         rows: list[tuple[int, Stored]] = []
         now = now_ms()
-        for rb in batches:
-            d = rb.to_pydict()
-            n = rb.num_rows
-            queues = None
-            if "queueId" in d:
-                queues = np.asarray(rb.column("queueId").fill_null(KEYLESS).to_numpy(zero_copy_only=False))
-            keys = rb.column("key") if "key" in d else None
-            targets = row_targets(settings.topic, total, n, keys, queues)
-            targets = np.where(targets == KEYLESS, np.arange(n) % total, targets)  # keyless: round robin
-            for i in range(n):
-                key, body = d.get("key", [None] * n)[i], d["value"][i]
-                props = tuple((d.get("properties") or [None] * n)[i] or ())
-                tags = d.get("tags", [None] * n)[i]
-                rows.append((int(targets[i]), Stored(key, bytes(body), tags, props, now)))
+        for part in placed:
+            n = part.num_rows
+            none: list[Any] = [None] * n
+            keys = part.key.to_pylist() if part.key is not None else none
+            tags = part.tags.to_pylist() if part.tags is not None else none
+            props = part.properties.to_pylist() if part.properties is not None else none
+            for i, (target, body) in enumerate(zip(part.targets.tolist(), part.value.to_pylist(), strict=True)):
+                rows.append((target, Stored(keys[i], bytes(body), tags[i], tuple(props[i] or ()), now)))
         with self.cluster.lock:
             self.cluster.staged.setdefault((writer, batch), {})[partition] = rows
         return TaskWrite(writer, batch, partition, len(rows))
@@ -280,6 +277,9 @@ class MemoryAdmin:
 
 
 class MemoryBackend:
+    """Its client instance is the in-process cluster object, looked up by name for each port (a
+    cluster closed and made again under the same name is the new one)."""
+
     scheme = "memory"
     capabilities = Capabilities(two_phase_staging=True, pop=False)
 
@@ -288,10 +288,10 @@ class MemoryBackend:
         self.security = security
 
     def reader(self) -> MemoryReader:
-        return MemoryReader(self.address)
+        return MemoryReader(self.address, _cluster(self.address))
 
     def sink(self, delivery: str = EXACTLY_ONCE) -> MemorySink:
-        return MemorySink(self.address)
+        return MemorySink(_cluster(self.address))
 
     def admin(self, *, timeout_s: float = 10.0, wait_for_ready: bool = True) -> MemoryAdmin:
         return MemoryAdmin(_cluster(self.address))

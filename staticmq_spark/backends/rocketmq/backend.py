@@ -6,22 +6,20 @@ direct sends and a dedup key per row (direct_sink)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import pyarrow as pa
-
 from staticmq_spark.backends.address import ClusterAddress
-from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, ProducerSettings, TaskWrite
+from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, ProducerSettings
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
-from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, WriteSettings
+from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 
 # The sinks, producer and pull consumer are imported where they are first used: a source's
 # planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
 if TYPE_CHECKING:
+    from staticmq_spark.backends.rocketmq.direct_sink import RocketMQDirectSink
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
     from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
     from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
@@ -32,46 +30,6 @@ if TYPE_CHECKING:
 _STATICMQ_ONLY_PRODUCER = {"order": None, "retries": 2, "max_request_bytes": 8 << 20}
 
 
-class RocketMQSink:
-    """At least once: each task sends its rows straight to their logic queues."""
-
-    guarantee = AT_LEAST_ONCE
-
-    def __init__(self, address: ClusterAddress, security: ClientSecurity) -> None:
-        self._address = address
-        self._security = security
-        self._producer: RocketMQProducer | None = None
-        self._lock = threading.Lock()
-
-    def producer(self) -> RocketMQProducer:
-        from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
-
-        with self._lock:
-            if self._producer is None:
-                s = self._security
-                self._producer = RocketMQProducer(self._address, credentials=s.credentials, tls_ca=s.tls_ca)
-            return self._producer
-
-    def write_task(
-        self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
-    ) -> TaskWrite:
-        from staticmq_spark.backends.rocketmq.direct_sink import write_direct
-
-        return write_direct(self.producer(), settings, writer, batch, partition, batches)
-
-    def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
-        return 0  # sent rows are visible already
-
-    def aborted(self) -> str:
-        return "rows its tasks sent stay visible (at least once)"
-
-    def close(self) -> None:
-        with self._lock:
-            if self._producer is not None:
-                self._producer.close()
-                self._producer = None
-
-
 class RocketMQBackend:
     scheme = "rocketmq"
     capabilities = Capabilities(two_phase_staging=False, pop=False)
@@ -79,37 +37,40 @@ class RocketMQBackend:
     def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address
         self.security = security
+        # The backend's one client instance: one connection per address, shared by every port
+        # (each port takes a view of it with its own call timeout).
+        self.client = RemotingClient(
+            address.hosts, credentials=rocketmq_credentials(security.credentials), tls_ca=security.tls_ca
+        )
         self._reader: RocketMQReader | None = None
-        self._sink: RocketMQSink | None = None
+        self._sink: RocketMQDirectSink | None = None
         self._transactional: RocketMQTransactionalSink | None = None
         self._lock = threading.Lock()
-
-    def _client(self, timeout_s: float = 10.0) -> RemotingClient:
-        keys = rocketmq_credentials(self.security.credentials)
-        return RemotingClient(self.address.hosts, credentials=keys, timeout_s=timeout_s, tls_ca=self.security.tls_ca)
 
     def reader(self) -> RocketMQReader:
         with self._lock:
             if self._reader is None:
-                self._reader = RocketMQReader(self.address, self._client())
+                self._reader = RocketMQReader(self.address, self.client)
             return self._reader
 
-    def sink(self, delivery: str = EXACTLY_ONCE) -> RocketMQSink | RocketMQTransactionalSink:
+    def sink(self, delivery: str = EXACTLY_ONCE) -> RocketMQDirectSink | RocketMQTransactionalSink:
         with self._lock:
             if delivery == AT_LEAST_ONCE:
                 if self._sink is None:
-                    self._sink = RocketMQSink(self.address, self.security)
+                    from staticmq_spark.backends.rocketmq.direct_sink import RocketMQDirectSink
+
+                    self._sink = RocketMQDirectSink(self.client)
                 return self._sink
             if delivery != EXACTLY_ONCE:
                 raise InvalidArgumentError(f"delivery guarantee {delivery!r}: use {EXACTLY_ONCE} or {AT_LEAST_ONCE}")
             if self._transactional is None:
                 from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
 
-                self._transactional = RocketMQTransactionalSink(self._client())
+                self._transactional = RocketMQTransactionalSink(self.client)
             return self._transactional
 
     def admin(self, *, timeout_s: float = 10.0, wait_for_ready: bool = True) -> RocketMQAdmin:
-        return RocketMQAdmin(RocketMQReader(self.address, self._client(timeout_s)))
+        return RocketMQAdmin(RocketMQReader(self.address, self.client.with_timeout(timeout_s)))
 
     def producer(self, settings: ProducerSettings) -> RocketMQProducer:
         from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
@@ -120,23 +81,17 @@ class RocketMQBackend:
                 f"Producer option(s) {differs} are staticmq-only: an Apache RocketMQ producer sends keyed rows to "
                 "murmur3(key) mod totalQueues and keyless rows round-robin, without order strategies or a selector"
             )
-        s = self.security
         return RocketMQProducer(
-            self.address,
+            self.client,
             send_timeout_s=settings.send_timeout_s,
             request_timeout_s=settings.request_timeout_s,
             producer_group=settings.producer_group,
-            credentials=s.credentials,
-            tls_ca=s.tls_ca,
         )
 
     def pull_consumer(self, *, group: str = "", request_timeout_s: float = 15.0) -> RocketMQPullConsumer:
         from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
 
-        s = self.security
-        return RocketMQPullConsumer(
-            self.address, group=group, request_timeout_s=request_timeout_s, credentials=s.credentials, tls_ca=s.tls_ca
-        )
+        return RocketMQPullConsumer(self.address, self.client, group=group, request_timeout_s=request_timeout_s)
 
     def _staticmq_only(self, what: str) -> NoReturn:
         raise UnsupportedOperationError(
@@ -159,3 +114,4 @@ class RocketMQBackend:
         for sink in sinks:
             if sink is not None:
                 sink.close()
+        self.client.close()

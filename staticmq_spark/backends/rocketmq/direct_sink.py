@@ -11,16 +11,16 @@ duplicates on it. RocketMQ's own transactional messages are not used (see docs/r
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from staticmq_spark.backends.api import TaskWrite
+from staticmq_spark.backends.api import AT_LEAST_ONCE, TaskWrite
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
-from staticmq_spark.backends.targets import KEYLESS
-from staticmq_spark.backends.types import WriteSettings
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient
+from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.protocol import arrays
 
 log = logging.getLogger(__name__)
@@ -59,30 +59,44 @@ def with_row_ids(props: pa.Array | None, ids: pa.Array) -> pa.Array:
 
 
 def write_direct(
-    producer: RocketMQProducer,
-    opts: WriteSettings,
-    writer: str,
-    batch: int,
-    partition: int,
-    iterator: Iterator[pa.RecordBatch],
+    producer: RocketMQProducer, opts: WriteSettings, writer: str, batch: int, partition: int, rows: Iterator[SinkRows]
 ) -> TaskWrite:
-    rows = 0
-    for rb in iterator:
-        if not rb.num_rows:
-            continue
-        names = set(rb.schema.names)
-        col = rb.column
-        ids = row_ids(writer, batch, partition, rows, rb.num_rows)
-        queues = None
-        if "queueId" in names:
-            queues = arrays.int64_filled(col("queueId"), KEYLESS)
+    written = 0
+    for placed in rows:
+        ids = row_ids(writer, batch, partition, placed.first, placed.num_rows)
         producer.send_batch(
             opts.topic,
-            col("value"),
-            keys=col("key") if "key" in names else None,
-            tags=col("tags") if "tags" in names else None,
-            properties=with_row_ids(col("properties") if "properties" in names else None, ids),
-            queues=queues,
+            placed.value,
+            keys=placed.key,
+            tags=placed.tags,
+            properties=with_row_ids(placed.properties, ids),
+            queues=placed.targets,
         )
-        rows += rb.num_rows
-    return TaskWrite(writer, batch, partition, rows)
+        written += placed.num_rows
+    return TaskWrite(writer, batch, partition, written)
+
+
+class RocketMQDirectSink:
+    """At least once: each task sends its rows straight to their logic queues."""
+
+    guarantee = AT_LEAST_ONCE
+
+    def __init__(self, client: RemotingClient) -> None:
+        self._producer = RocketMQProducer(client)
+
+    def total_queues(self, topic: str) -> int:
+        return self._producer.route(topic).total_queues
+
+    def write_task(
+        self, settings: WriteSettings, writer: str, batch: int, partition: int, rows: Iterator[SinkRows]
+    ) -> TaskWrite:
+        return write_direct(self._producer, settings, writer, batch, partition, rows)
+
+    def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
+        return 0  # sent rows are visible already
+
+    def aborted(self) -> str:
+        return "rows its tasks sent stay visible (at least once)"
+
+    def close(self) -> None:
+        self._producer.close()

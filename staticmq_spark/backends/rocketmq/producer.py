@@ -14,18 +14,16 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from staticmq_spark.backends.address import ClusterAddress, parse_address
 from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
 from staticmq_spark.backends.rocketmq.batch_encode import uniq_keys as make_uniq_keys
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
 from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.row_decode import decode_batch
 
@@ -54,24 +52,14 @@ def _bodies(values: Any) -> pa.Array:
 class RocketMQProducer(Closeable):
     def __init__(
         self,
-        namesrv: str | ClusterAddress,
+        client: RemotingClient,
         *,
         send_timeout_s: float = 30.0,
         request_timeout_s: float = 10.0,
         producer_group: str = "staticmq_producer",
-        client: RemotingClient | None = None,
-        credentials: Credentials | tuple[str, str] | None = None,
-        tls_ca: str | None = None,
     ) -> None:
-        """`credentials`: the cluster's ACL keys (default: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
-        address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
-        self.client = client or RemotingClient(
-            address.hosts,
-            credentials=rocketmq_credentials(credentials),
-            timeout_s=request_timeout_s,
-            tls_ca=tls_ca,
-        )
-        self._own_client = client is None
+        """`client`: the backend's remoting client (its connections and ACL keys)."""
+        self.client = client.with_timeout(request_timeout_s)
         self.send_timeout_s = send_timeout_s
         self.producer_group = producer_group
         self._routes: dict[str, TopicRoute] = {}
@@ -212,5 +200,4 @@ class RocketMQProducer(Closeable):
         return self.route(topic, refresh=True).is_static
 
     def close(self) -> None:
-        if self._own_client:
-            self.client.close()
+        """Nothing to release: the connections are the backend's (its remoting client)."""

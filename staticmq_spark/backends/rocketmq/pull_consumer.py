@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from staticmq_spark.backends.address import ClusterAddress, parse_address
+from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.remoting import DEFAULT_PULL_GROUP, RemotingClient, rocketmq_credentials
+from staticmq_spark.backends.rocketmq.remoting import DEFAULT_PULL_GROUP, RemotingClient
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.types import PullResult, QueueOffsets, empty_pulled_batch, pulled_columns
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import QueueNotFoundError
-from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.route_view import QueueAddress
@@ -26,25 +25,17 @@ MOCK_BROKER = "__syslo__global__"
 class RocketMQPullConsumer(Closeable):
     def __init__(
         self,
-        namesrv: str | ClusterAddress,
+        address: ClusterAddress,
+        client: RemotingClient,
         *,
         group: str = "",
         request_timeout_s: float = 15.0,
-        credentials: Credentials | tuple[str, str] | None = None,
-        tls_ca: str | None = None,
     ) -> None:
-        """`credentials`: the cluster's ACL keys (default: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
+        """`client`: the backend's remoting client (its connections and ACL keys)."""
         if group:
             validate_group(group)
         self.group = group
-        address = namesrv if isinstance(namesrv, ClusterAddress) else parse_address(namesrv)
-        client = RemotingClient(
-            address.hosts,
-            credentials=rocketmq_credentials(credentials),
-            timeout_s=request_timeout_s,
-            tls_ca=tls_ca,
-        )
-        self.access = RocketMQReader(address, client)
+        self.access = RocketMQReader(address, client.with_timeout(request_timeout_s))
 
     def queues(self, topic: str, refresh: bool = False) -> list[QueueAddress]:
         route = self.access.route(topic, refresh)

@@ -22,7 +22,6 @@ from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
 from staticmq_spark.mapping import Chain
-from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.pull_status import PullStatus
 
 log = logging.getLogger(__name__)
@@ -35,11 +34,10 @@ class RocketMQReader:
 
     capabilities = Capabilities(two_phase_staging=False, pop=False)
 
-    def __init__(
-        self, address: ClusterAddress, client: RemotingClient | None = None, credentials: Credentials | None = None
-    ) -> None:
+    def __init__(self, address: ClusterAddress, client: RemotingClient) -> None:
+        """`client`: the backend's remoting client (its connections and ACL keys)."""
         self.address = address
-        self.client = client or RemotingClient(address.hosts, credentials=credentials)
+        self.client = client
         self._masters: dict[str, str] = {}
         self._routes: dict[str, TopicRoute] = {}
         self._lock = threading.Lock()
@@ -227,8 +225,7 @@ class RocketMQReader:
                 raise RocketMQError(f"creating group {group!r} on {name} failed: {resp.remark}", resp.code)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
-        self.client.close()
+        self._pool.shutdown(wait=False)  # the connections are the backend's
 
 
 def fence_segments(states: list[BrokerState]) -> list[BrokerState]:

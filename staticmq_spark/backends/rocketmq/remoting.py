@@ -7,6 +7,7 @@ leader (the broker resolves the static mapping); `logic=False` sets `lo=false` f
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import hmac
 import os
@@ -118,6 +119,13 @@ class RemotingClient:
         self.credentials = credentials if credentials is not None else credentials_from()
         self.timeout_s = timeout_s
         self.pool = ConnectionPool(tls_context(tls_ca) if tls_ca else None)
+
+    def with_timeout(self, timeout_s: float) -> RemotingClient:
+        """This client's connections and keys with another default call timeout: the ports of one
+        backend share one pool of connections, each with its own timeout."""
+        view = copy.copy(self)
+        view.timeout_s = timeout_s
+        return view
 
     def close(self) -> None:
         self.pool.close()

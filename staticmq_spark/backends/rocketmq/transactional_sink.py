@@ -46,8 +46,8 @@ from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.rocketmq.transaction_timeout import TimeoutWatch
 from staticmq_spark.backends.rocketmq.transactions import PreparedHalves, end_halves, half_properties, send_halves
-from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
-from staticmq_spark.backends.types import WriteSettings
+from staticmq_spark.backends.targets import target_runs
+from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.errors import ConflictError, InvalidArgumentError, StaticMQError
 from staticmq_spark.mapping.rules import leader as chain_leader
 from staticmq_spark.protocol import arrays
@@ -127,35 +127,27 @@ class RocketMQTransactionalSink:
 
     # ------------------------------------------------------------------ executor side
 
+    def total_queues(self, topic: str) -> int:
+        return self.leaders.of(topic)[0]
+
     def write_task(
-        self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
+        self, settings: WriteSettings, writer: str, batch: int, partition: int, rows: Iterator[SinkRows]
     ) -> TaskWrite:
         token = uuid.uuid4().hex[:16].upper()
         started_ms = int(time.time() * 1000)
-        total, leaders = self.leaders.of(settings.topic)
+        _, leaders = self.leaders.of(settings.topic)
         runs: dict[int, list[tuple[np.ndarray, PreparedHalves]]] = {}
-        rows = 0
-        for rb in batches:
-            n = rb.num_rows
-            if not n:
-                continue
-            names = set(rb.schema.names)
-            col = rb.column
-            explicit = None
-            if "queueId" in names:
-                explicit = arrays.int64_filled(col("queueId"), KEYLESS)
-            keys = col("key") if "key" in names else None
-            targets = row_targets(settings.topic, total, n, keys, explicit)
-            numbers = np.arange(rows, rows + n, dtype=np.int64)
-            keyless = targets == KEYLESS
-            targets[keyless] = (partition + numbers[keyless]) % total  # deterministic on a replay
-            ids = row_ids(writer, batch, partition, rows, n)
-            user = with_row_ids(col("properties") if "properties" in names else None, ids)
+        written = 0
+        for placed in rows:
+            n = placed.num_rows
+            numbers = placed.numbers
+            ids = row_ids(writer, batch, partition, placed.first, n)
+            user = with_row_ids(placed.properties, ids)
             uniq = uniq_keys(token, numbers)
-            props = properties_column(keys, col("tags") if "tags" in names else None, user, uniq)
+            props = properties_column(placed.key, placed.tags, user, uniq)
             marked = half_properties(props, PRODUCER_GROUP, extra=f"{TXN}\x01{token}\x02")
-            bodies = col("value").cast(pa.binary())
-            order, target_list = target_runs(targets)
+            bodies = placed.value
+            order, target_list = target_runs(placed.targets)
             if order is None:
                 order = np.arange(n, dtype=np.int64)
             jobs: dict[str, list[tuple[int, Leader, np.ndarray]]] = {}  # per broker: its queues' rows
@@ -170,7 +162,7 @@ class RocketMQTransactionalSink:
             for sent in self._per_broker(send, list(jobs.values())):
                 for logic, picked_rows, halves in sent:
                     runs.setdefault(logic, []).append((picked_rows, halves))
-            rows += n
+            written += n
         detail = [
             HalfRun(
                 token=token,
@@ -185,7 +177,7 @@ class RocketMQTransactionalSink:
             )
             for logic, parts in sorted(runs.items())
         ]
-        return TaskWrite(writer, batch, partition, rows, detail)
+        return TaskWrite(writer, batch, partition, written, detail)
 
     def _send_jobs(
         self,
@@ -351,5 +343,4 @@ class RocketMQTransactionalSink:
         return "its half messages are never committed (the brokers discard them); nothing of it is visible"
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
-        self.client.close()
+        self._pool.shutdown(wait=False)  # the connections are the backend's

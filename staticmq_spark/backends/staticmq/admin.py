@@ -4,14 +4,13 @@ answers here (admin-side adaptation): brokers never fan out to each other for an
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.groups import group_list, topic_list
 from staticmq_spark.backends.staticmq.progress import consumer_progress
 from staticmq_spark.backends.staticmq.remap import StaticTopicAdmin
-from staticmq_spark.backends.staticmq.route import RouteCache
-from staticmq_spark.backends.staticmq.rpc import Channels, invoke
+from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.types import (
     BrokerState,
     BrokerSummary,
@@ -29,7 +28,6 @@ from staticmq_spark.errors import (
     TopicNotFoundError,
 )
 from staticmq_spark.mapping import ConsistencyReport, is_static_anywhere
-from staticmq_spark.protocol.auth import ClientSecurity, Credentials
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.route_view import TopicRouteView
@@ -42,21 +40,14 @@ T = TypeVar("T")
 
 class StaticMQAdmin(Closeable):
     def __init__(
-        self,
-        namesrv: str,
-        *,
-        timeout_s: float = 10.0,
-        channels: Channels | None = None,
-        wait_for_ready: bool = True,
-        credentials: Credentials | tuple[str, str] | None = None,
-        tls_ca: str | Path | None = None,
+        self, instance: StaticMQClientInstance, *, timeout_s: float = 10.0, wait_for_ready: bool = True
     ) -> None:
         """`wait_for_ready`: wait (up to the timeout) for a broker that is starting, instead of
-        failing at once; callers with their own retry loop pass False."""
-        self._own_channels = channels is None
+        failing at once; callers with their own retry loop pass False. Routes and cluster info are
+        always asked of the name server afresh (never the instance's cached routes)."""
         self.wait_for_ready = wait_for_ready
-        self.channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
-        self.routes = RouteCache(namesrv, self.channels, ttl_s=0.0)
+        self.channels = instance.channels
+        self.routes = instance.routes
         self.timeout_s = timeout_s
         self.static = StaticTopicAdmin(self)
 
@@ -240,5 +231,4 @@ class StaticMQAdmin(Closeable):
         return group_list(self)
 
     def close(self) -> None:
-        if self._own_channels:
-            self.channels.close()
+        """Nothing to release: the connections are the backend's (its client instance)."""

@@ -8,14 +8,14 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import EXACTLY_ONCE, ProducerSettings, TaskWrite
 from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.pull_consumer import StaticMQPullConsumer
 from staticmq_spark.backends.staticmq.reader import StaticMQReader
-from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, WriteSettings
+from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, SinkRows, WriteSettings
+from staticmq_spark.errors import InvalidOptionError
 
 # The sink, producer and consumers are imported where they are first used: a source's planning
 # process (pyspark's per-query runner) and its read tasks need only the reader, and every module
@@ -33,58 +33,59 @@ class StaticMQSink:
 
     guarantee = EXACTLY_ONCE
 
-    def __init__(self, address: ClusterAddress, security: ClientSecurity) -> None:
-        self._address = address
-        self._security = security
-        self._clients: dict[bool, SinkClients] = {}
+    def __init__(self, instance: StaticMQClientInstance) -> None:
+        self._instance = instance
+        self._clients: SinkClients | None = None
         self._lock = threading.Lock()
 
-    def clients(self, active_detection: bool) -> SinkClients:
+    def clients(self) -> SinkClients:
         from staticmq_spark.backends.staticmq.staging import SinkClients
 
         with self._lock:
-            found = self._clients.get(active_detection)
-            if found is None:
-                found = self._clients[active_detection] = SinkClients.open(
-                    str(self._address), self._security, active_detection
-                )
-            return found
+            if self._clients is None:
+                self._clients = SinkClients.of(self._instance)
+            return self._clients
+
+    def total_queues(self, topic: str) -> int:
+        route = self._instance.routes.get(topic)
+        if not route.is_static:
+            raise InvalidOptionError(f"topic {topic!r} is not a static topic: the sink writes static topics")
+        return route.total_queues
 
     def write_task(
-        self, settings: WriteSettings, writer: str, batch: int, partition: int, batches: Iterator[pa.RecordBatch]
+        self, settings: WriteSettings, writer: str, batch: int, partition: int, rows: Iterator[SinkRows]
     ) -> TaskWrite:
         from staticmq_spark.backends.staticmq.staging import Stager
         from staticmq_spark.backends.staticmq.two_phase import StagedTask
 
-        stager = Stager(self.clients(settings.active_detection), settings, writer, batch)
-        for rb in batches:
-            stager.stage_arrow(rb)
+        stager = Stager(self.clients(), settings, writer, batch)
+        for placed in rows:
+            stager.stage(placed)
         stager.flush()
         return TaskWrite(writer, batch, partition, stager.rows, StagedTask(stager.staging_id, stager.staged()))
 
     def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
         from staticmq_spark.backends.staticmq.two_phase import commit_batch
 
-        return commit_batch(self.clients(settings.active_detection).channels, settings, writer, batch, tasks)
+        return commit_batch(self._instance, settings, writer, batch, tasks)
 
     def aborted(self) -> str:
         return "its staged rows are never made visible"
 
     def close(self) -> None:
-        with self._lock:
-            for clients in self._clients.values():
-                clients.detector.stop()
-                clients.channels.close()
-            self._clients.clear()
+        """Nothing to release: the connections and the detection are the backend's."""
 
 
 class StaticMQBackend:
+    """One client instance (channels, routes, detection) made here and handed to every port."""
+
     scheme = "staticmq"
     capabilities = Capabilities(two_phase_staging=True, pop=True)
 
     def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address
         self.security = security
+        self.instance = StaticMQClientInstance(address, security)
         self._reader: StaticMQReader | None = None
         self._sink: StaticMQSink | None = None
         self._lock = threading.Lock()
@@ -92,31 +93,24 @@ class StaticMQBackend:
     def reader(self) -> StaticMQReader:
         with self._lock:
             if self._reader is None:
-                self._reader = StaticMQReader(self.address, self.security)
+                self._reader = StaticMQReader(self.instance)
             return self._reader
 
     def sink(self, delivery: str = EXACTLY_ONCE) -> StaticMQSink:
         """Exactly once for either `delivery` (two-phase staging is this backend's only sink)."""
         with self._lock:
             if self._sink is None:
-                self._sink = StaticMQSink(self.address, self.security)
+                self._sink = StaticMQSink(self.instance)
             return self._sink
 
     def admin(self, *, timeout_s: float = 10.0, wait_for_ready: bool = True) -> StaticMQAdmin:
-        s = self.security
-        return StaticMQAdmin(
-            str(self.address),
-            timeout_s=timeout_s,
-            wait_for_ready=wait_for_ready,
-            credentials=s.credentials,
-            tls_ca=s.tls_ca,
-        )
+        return StaticMQAdmin(self.instance, timeout_s=timeout_s, wait_for_ready=wait_for_ready)
 
     def producer(self, settings: ProducerSettings) -> StaticMQProducer:
         from staticmq_spark.backends.staticmq.producer import StaticMQProducer
 
         return StaticMQProducer(
-            str(self.address),
+            self.instance,
             order=settings.order,
             send_timeout_s=settings.send_timeout_s,
             request_timeout_s=settings.request_timeout_s,
@@ -124,42 +118,20 @@ class StaticMQBackend:
             active_detection=settings.active_detection,
             detection_interval_s=settings.detection_interval_s,
             max_request_bytes=settings.max_request_bytes,
-            credentials=self.security.credentials,
-            tls_ca=self.security.tls_ca,
         )
 
     def pull_consumer(self, *, group: str = "", request_timeout_s: float = 15.0) -> StaticMQPullConsumer:
-        return StaticMQPullConsumer(
-            str(self.address),
-            group=group,
-            request_timeout_s=request_timeout_s,
-            credentials=self.security.credentials,
-            tls_ca=self.security.tls_ca,
-        )
+        return StaticMQPullConsumer(self.instance, group=group, request_timeout_s=request_timeout_s)
 
     def pop_consumer(self, group: str, topic: str, **options: Any) -> StaticMQPopConsumer:
         from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopConsumer
 
-        return StaticMQPopConsumer(
-            str(self.address),
-            group,
-            topic,
-            credentials=self.security.credentials,
-            tls_ca=self.security.tls_ca,
-            **options,
-        )
+        return StaticMQPopConsumer(self.instance, group, topic, **options)
 
     def exclusive_consumer(self, group: str, topic: str, **options: Any) -> StaticMQExclusiveConsumer:
         from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusiveConsumer
 
-        return StaticMQExclusiveConsumer(
-            str(self.address),
-            group,
-            topic,
-            credentials=self.security.credentials,
-            tls_ca=self.security.tls_ca,
-            **options,
-        )
+        return StaticMQExclusiveConsumer(self.instance, group, topic, **options)
 
     def close(self) -> None:
         with self._lock:
@@ -169,3 +141,4 @@ class StaticMQBackend:
             reader.close()
         if sink is not None:
             sink.close()
+        self.instance.close()

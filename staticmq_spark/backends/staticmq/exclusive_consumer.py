@@ -27,12 +27,12 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from staticmq_spark.backends.staticmq.answers import pull_result
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.pull_consumer import StaticMQPullConsumer
-from staticmq_spark.backends.staticmq.rpc import Channels, invoke
+from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.types import PullResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import (
@@ -43,7 +43,6 @@ from staticmq_spark.errors import (
     QueueUnavailableError,
     StaticMQError,
 )
-from staticmq_spark.protocol.auth import ClientSecurity, Credentials
 from staticmq_spark.protocol.names import validate_group, validate_topic
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
 from staticmq_spark.protocol.pull_status import PullStatus
@@ -63,7 +62,7 @@ class HeldQueue:
 class StaticMQExclusiveConsumer(Closeable):
     def __init__(
         self,
-        namesrv: str,
+        instance: StaticMQClientInstance,
         group: str,
         topic: str,
         *,
@@ -74,9 +73,6 @@ class StaticMQExclusiveConsumer(Closeable):
         init_mode: str = "earliest",
         retry_lock_s: float | None = None,
         request_timeout_s: float = 15.0,
-        channels: Channels | None = None,
-        credentials: Credentials | tuple[str, str] | None = None,
-        tls_ca: str | Path | None = None,
     ) -> None:
         validate_group(group)
         validate_topic(topic)
@@ -94,11 +90,8 @@ class StaticMQExclusiveConsumer(Closeable):
         self._init_mode = init_mode
         self._retry_lock_s = retry_lock_s if retry_lock_s is not None else min(1.0, lease_s / 4)
         self._timeout_s = request_timeout_s
-        self._own_channels = channels is None
-        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
-        self._pull = StaticMQPullConsumer(
-            namesrv, group=group, request_timeout_s=request_timeout_s, channels=self._channels
-        )
+        self._channels = instance.channels
+        self._pull = StaticMQPullConsumer(instance, group=group, request_timeout_s=request_timeout_s)
         self._held: dict[tuple[str, int], HeldQueue] = {}
         self._next_lock_try = 0.0
         self._turn = 0
@@ -178,8 +171,6 @@ class StaticMQExclusiveConsumer(Closeable):
             self._held.clear()
         finally:
             self._pull.close()
-            if self._own_channels:
-                self._channels.close()
 
     # ------------------------------------------------------------------ locks
 

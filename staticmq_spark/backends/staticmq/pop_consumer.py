@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.pop_messages import popped_messages
-from staticmq_spark.backends.staticmq.route import RouteCache
-from staticmq_spark.backends.staticmq.rpc import Channels, invoke
+from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.types import AckResult, PopMessage, RefusedAck
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError, ReceiptHandleError, StaticMQError
 from staticmq_spark.protocol.ack_outcomes import AckOutcome, explain
-from staticmq_spark.protocol.auth import ClientSecurity, Credentials
 from staticmq_spark.protocol.names import validate_group, validate_topic
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
 from staticmq_spark.protocol.pb import consume_pb2_grpc as cpb_grpc
@@ -45,7 +43,7 @@ T = TypeVar("T")
 class StaticMQPopConsumer(Closeable):
     def __init__(
         self,
-        namesrv: str,
+        instance: StaticMQClientInstance,
         group: str,
         topic: str,
         *,
@@ -53,9 +51,6 @@ class StaticMQPopConsumer(Closeable):
         init_mode: str = "earliest",
         wait_s: float = 5.0,
         request_timeout_s: float = 15.0,
-        channels: Channels | None = None,
-        credentials: Credentials | tuple[str, str] | None = None,
-        tls_ca: str | Path | None = None,
     ) -> None:
         validate_group(group)
         validate_topic(topic)
@@ -67,9 +62,8 @@ class StaticMQPopConsumer(Closeable):
         self._init_mode = init_mode
         self._wait_s = wait_s
         self._timeout_s = request_timeout_s
-        self._own_channels = channels is None
-        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
-        self.routes = RouteCache(namesrv, self._channels)
+        self._channels = instance.channels
+        self.routes = instance.routes
         self._turn = int(time.monotonic_ns() // 1000) % 1024
         self._addrs: dict[str, str] = {}
 
@@ -204,8 +198,7 @@ class StaticMQPopConsumer(Closeable):
         return addr
 
     def close(self) -> None:
-        if self._own_channels:
-            self._channels.close()
+        """Nothing to release: the connections are the backend's (its client instance)."""
 
 
 def _by_broker(messages: list[PopMessage]) -> dict[str, list[PopMessage]]:

@@ -18,22 +18,20 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.delivery import Delivery
-from staticmq_spark.backends.staticmq.route import RouteCache
-from staticmq_spark.backends.staticmq.rpc import Channels, invoke
-from staticmq_spark.backends.staticmq.selector import CircuitBreaker, ReachabilityDetector
+from staticmq_spark.backends.staticmq.rpc import invoke
+from staticmq_spark.backends.staticmq.selector import CircuitBreaker
 from staticmq_spark.backends.targets import group_rows, row_targets
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
-from staticmq_spark.protocol.auth import ClientSecurity, Credentials
 from staticmq_spark.protocol.codec import PackedBatch, split_by_bytes
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
@@ -46,7 +44,7 @@ DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 class StaticMQProducer(Closeable):
     def __init__(
         self,
-        namesrv: str,
+        instance: StaticMQClientInstance,
         *,
         order: str | None = None,
         send_timeout_s: float = 30.0,
@@ -55,19 +53,15 @@ class StaticMQProducer(Closeable):
         active_detection: bool = True,
         detection_interval_s: float = 2.0,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-        channels: Channels | None = None,
-        credentials: Credentials | tuple[str, str] | None = None,
-        tls_ca: str | Path | None = None,
     ) -> None:
         if order is not None and order not in ORDERS[1:]:
             raise InvalidArgumentError(f"order must be 'strict' or 'best-tried', got {order!r}")
-        self._own_channels = channels is None
-        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
-        self.routes = RouteCache(namesrv, self._channels)
+        self._channels = instance.channels
+        self.routes = instance.routes
         self._request_timeout_s = request_timeout_s
         self._max_request_bytes = max_request_bytes
         self.breaker = CircuitBreaker()
-        self.detector = ReachabilityDetector(self._channels, enabled=active_detection, interval_s=detection_interval_s)
+        self.detector = instance.detector(enabled=active_detection, interval_s=detection_interval_s)
         self.delivery = Delivery(
             self.routes, self.breaker, self.detector, order=order, timeout_s=send_timeout_s, retries=retries
         )
@@ -139,10 +133,8 @@ class StaticMQProducer(Closeable):
         return self.routes.get(topic, refresh=True).is_static
 
     def close(self) -> None:
-        self.detector.stop()
+        """Waits for sends under way; the connections and the detection are the backend's."""
         self._pool.shutdown(wait=True)
-        if self._own_channels:
-            self._channels.close()
 
     # ------------------------------------------------------------------ routing
 

@@ -4,12 +4,11 @@ group offset commits. Pulled messages arrive as one Arrow record batch per pull.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 from staticmq_spark.backends.staticmq.answers import pull_result
-from staticmq_spark.backends.staticmq.route import RouteCache
-from staticmq_spark.backends.staticmq.rpc import Channels, invoke
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
+from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.types import PullResult, QueueOffsets
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import (
@@ -19,7 +18,6 @@ from staticmq_spark.errors import (
     QueueNotFoundError,
     QueueUnavailableError,
 )
-from staticmq_spark.protocol.auth import ClientSecurity, Credentials
 from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.route_view import QueueAddress
@@ -28,22 +26,12 @@ T = TypeVar("T")
 
 
 class StaticMQPullConsumer(Closeable):
-    def __init__(
-        self,
-        namesrv: str,
-        *,
-        group: str = "",
-        request_timeout_s: float = 15.0,
-        channels: Channels | None = None,
-        credentials: Credentials | tuple[str, str] | None = None,
-        tls_ca: str | Path | None = None,
-    ) -> None:
+    def __init__(self, instance: StaticMQClientInstance, *, group: str = "", request_timeout_s: float = 15.0) -> None:
         if group:
             validate_group(group)
         self.group = group
-        self._own_channels = channels is None
-        self._channels = channels or Channels(ClientSecurity.of(credentials, tls_ca))
-        self.routes = RouteCache(namesrv, self._channels)
+        self._channels = instance.channels
+        self.routes = instance.routes
         self._timeout_s = request_timeout_s
 
     # ------------------------------------------------------------------ queues
@@ -186,8 +174,7 @@ class StaticMQPullConsumer(Closeable):
         return self.routes.get(topic).is_static
 
     def close(self) -> None:
-        if self._own_channels:
-            self._channels.close()
+        """Nothing to release: the connections are the backend's (its client instance)."""
 
 
 def _with_queue(request: pb.PullRequest, q: QueueAddress) -> pb.PullRequest:

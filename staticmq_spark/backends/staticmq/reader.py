@@ -6,16 +6,15 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.read_ahead import ReadAhead
 from staticmq_spark.backends.retry import retry_read
 from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
 from staticmq_spark.backends.staticmq.answers import packed_columns
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.pull_consumer import StaticMQPullConsumer
-from staticmq_spark.backends.staticmq.rpc import Channels, invoke
+from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalRead
 from staticmq_spark.errors import StaticMQError
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pull_status import PullStatus
 from staticmq_spark.protocol.pull_wire import decode_pull_response
@@ -27,9 +26,10 @@ PULL_TIMEOUT_S = 30.0
 class StaticMQReader:
     capabilities = Capabilities(two_phase_staging=True, pop=True)
 
-    def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
-        self.address = address
-        self.admin = StaticMQAdmin(str(address), wait_for_ready=False, channels=Channels(security))
+    def __init__(self, instance: StaticMQClientInstance) -> None:
+        self.address = instance.address
+        self._instance = instance
+        self.admin = StaticMQAdmin(instance, wait_for_ready=False)
         self._consumers: dict[str, StaticMQPullConsumer] = {}
         self._addrs: dict[str, str] = {}
         self._ahead: ReadAhead[Future[bytes]] = ReadAhead(lambda future: future.cancel())
@@ -40,9 +40,7 @@ class StaticMQReader:
     def _consumer(self, group: str = "") -> StaticMQPullConsumer:
         consumer = self._consumers.get(group)
         if consumer is None:
-            consumer = self._consumers[group] = StaticMQPullConsumer(
-                str(self.address), group=group, channels=self.admin.channels
-            )
+            consumer = self._consumers[group] = StaticMQPullConsumer(self._instance, group=group)
         return consumer
 
     def gather(self, topic: str) -> dict[str, BrokerState]:

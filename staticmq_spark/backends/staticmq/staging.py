@@ -1,6 +1,6 @@
-"""Executor side of the sink: route a task's rows to logic queues (key hash, explicit queueId,
-or the selector for keyless rows) and stage them on each queue's leader, in Arrow-encoded
-chunks - no per-row request. Clients are shared per Python worker process (the backend's)."""
+"""Executor side of the sink: stage a task's placed rows (sink/placement.py) on each logic
+queue's leader, in Arrow-encoded chunks - no per-row request. Clients are shared per Python
+worker process (the backend's)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.delivery import Delivery
-from staticmq_spark.backends.staticmq.route import RouteCache
-from staticmq_spark.backends.staticmq.rpc import Channels, invoke
+from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, ReachabilityDetector
-from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
-from staticmq_spark.backends.types import WriteSettings
-from staticmq_spark.errors import InvalidOptionError, StaticMQError
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.auth import ClientSecurity
+from staticmq_spark.backends.targets import target_runs
+from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.route_view import QueueAddress
@@ -34,22 +31,18 @@ BUFFER_REQUESTS = 4  # encoded rows waiting per task, at most, in requestBytes
 
 @dataclass
 class SinkClients:
-    """What a process's tasks share to stage rows: channels, routes and the selector's state."""
+    """What a process's tasks share to stage rows: the backend's client instance (channels, routes,
+    detection) and the selector's own state."""
 
-    channels: Channels
-    routes: RouteCache
+    instance: StaticMQClientInstance
     breaker: CircuitBreaker
     detector: ReachabilityDetector
 
     @staticmethod
-    def open(namesrv: str, security: ClientSecurity, active_detection: bool) -> SinkClients:
-        channels = Channels(security)
-        return SinkClients(
-            channels,
-            RouteCache(namesrv, channels, ttl_s=10.0),
-            CircuitBreaker(),
-            ReachabilityDetector(channels, enabled=active_detection),
-        )
+    def of(instance: StaticMQClientInstance) -> SinkClients:
+        """No probing: every row has its logic queue (sink/placement.py), which the detection,
+        choosing among queues for keyless sends, never changes."""
+        return SinkClients(instance, CircuitBreaker(), instance.detector(enabled=False))
 
 
 @dataclass
@@ -83,10 +76,9 @@ class Stager:
         self.staging_id = uuid.uuid4().hex
         self.parts: dict[str, BrokerPart] = {}
         self.rows = 0
-        self._channels = clients.channels
-        self._routes = clients.routes
+        self._channels = clients.instance.channels
         self._delivery = Delivery(
-            clients.routes,
+            clients.instance.routes,
             clients.breaker,
             clients.detector,
             order=opts.order,
@@ -99,23 +91,12 @@ class Stager:
         self._raw_stubs: dict[str, grpc.UnaryUnaryMultiCallable[bytes, pb.StageResponse]] = {}
         self._head = pb.StageRequest(writer=writer, batch=batch, staging_id=self.staging_id, topic=opts.topic)
 
-    def stage_arrow(self, rb: pa.RecordBatch) -> None:
-        if not rb.num_rows:
-            return
-        names = set(rb.schema.names)
-        col = rb.column
-        columns = {
-            "key": col("key") if "key" in names else None,
-            "tags": col("tags") if "tags" in names else None,
-            "properties": col("properties") if "properties" in names else None,
-        }
-        try:
-            targets = self._targets(rb, names)
-        except StaticMQError:
-            encode_columns_to_buffer(col("value"), **columns)  # a row that cannot be encoded is reported first
-            raise
-        order, runs = target_runs(targets)
-        data, sizes = encode_columns_to_buffer(col("value"), **columns, order=order)
+    def stage(self, rows: SinkRows) -> None:
+        """Encode placed rows once and queue them per target logic queue."""
+        order, runs = target_runs(rows.targets)
+        data, sizes = encode_columns_to_buffer(
+            rows.value, key=rows.key, tags=rows.tags, properties=rows.properties, order=order
+        )
         starts = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=starts[1:])
         full = []
@@ -150,16 +131,6 @@ class Stager:
         for lo, hi in _runs(starts, self.opts.request_bytes):
             data = _byte_range(pending.pieces, piece_starts, int(starts[lo]), int(starts[hi]))
             self._deliver(target, data, sizes[lo:hi])
-
-    def _targets(self, rb: pa.RecordBatch, names: set[str]) -> npt.NDArray[np.int64]:
-        route = self._routes.get(self.opts.topic)
-        if not route.is_static:
-            raise InvalidOptionError(f"topic {self.opts.topic!r} is not a static topic: the sink writes static topics")
-        queues = None
-        if "queueId" in names:
-            queues = arrays.int64_filled(rb.column("queueId"), KEYLESS)
-        keys = rb.column("key") if "key" in names else None
-        return row_targets(self.opts.topic, route.total_queues, rb.num_rows, keys, queues)
 
     def _deliver(self, target: int, data: list[pa.Buffer], sizes: Int32Array) -> None:
         def attempt(q: QueueAddress) -> None:

@@ -22,7 +22,7 @@ from typing import TypeVar
 from staticmq_spark.backends.api import TaskWrite
 from staticmq_spark.backends.retry import with_retries
 from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
-from staticmq_spark.backends.staticmq.rpc import Channels
+from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.errors import BrokerUnavailableError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
@@ -58,12 +58,14 @@ def decision_of(topic: str, writer: str, batch: int, tasks: Sequence[TaskWrite])
     )
 
 
-def commit_batch(channels: Channels, opts: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
+def commit_batch(
+    instance: StaticMQClientInstance, opts: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]
+) -> int:
     """Make the batch's staged rows visible, exactly once; returns the rows committed now."""
     fresh = decision_of(opts.topic, writer, batch, tasks)
 
     def attempt() -> int:
-        with StaticMQAdmin(opts.namesrv, wait_for_ready=False, channels=channels) as admin:
+        with StaticMQAdmin(instance, wait_for_ready=False) as admin:
             live = {b.name: b.addr for b in admin.cluster_info()}
             decision = _stored_decision(admin, live, writer, batch) or fresh
             missing = sorted(set(decision.parts) - set(live))

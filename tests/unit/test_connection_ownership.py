@@ -1,0 +1,67 @@
+"""One client instance per backend (backends/api.py): the connection state of a cluster is made in
+one place per backend and handed to every port, so no port below the seam opens connections of
+its own. A structural test that can fail: it reads every module of staticmq_spark and finds each
+call that makes connection state."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "staticmq_spark"
+
+# What makes connection state, and the one module allowed to call each maker (besides the module
+# that defines it). staticmq: channels, the route cache, the reachability detector; RocketMQ: the
+# remoting client and its connection pool; the memory backend: the lookup of the cluster object.
+MAKERS: dict[str, set[str]] = {
+    "Channels": {"backends/staticmq/client_instance.py"},
+    "RouteCache": {"backends/staticmq/client_instance.py"},
+    "ReachabilityDetector": {"backends/staticmq/client_instance.py"},
+    "open_channel": {"protocol/channels.py"},
+    "insecure_channel": {"protocol/channels.py"},
+    "secure_channel": {"protocol/channels.py"},
+    "RemotingClient": {"backends/rocketmq/backend.py"},
+    "ConnectionPool": {"backends/rocketmq/remoting.py"},
+    "_cluster": {"backends/memory/backend.py"},
+}
+# A maker whose name means something else elsewhere is looked for only where it means this.
+SCOPE = {"_cluster": "backends/memory/"}
+# Local clusters the CLI, demo and tests start are not backends: they talk to what they started.
+NOT_A_BACKEND = ("testing/", "local_clusters/")
+
+
+def _calls(path: Path) -> list[tuple[str, int]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in MAKERS:
+                found.append((name, node.lineno))
+    return found
+
+
+def _modules() -> list[tuple[str, Path]]:
+    return [
+        (p.relative_to(PACKAGE).as_posix(), p)
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if "/pb/" not in p.as_posix() and not p.relative_to(PACKAGE).as_posix().startswith(NOT_A_BACKEND)
+    ]
+
+
+def test_no_port_below_the_seam_opens_its_own_connections() -> None:
+    wrong = [
+        f"staticmq_spark/{rel}:{line} calls {name}()"
+        for rel, path in _modules()
+        for name, line in _calls(path)
+        if rel not in MAKERS[name] and rel.startswith(SCOPE.get(name, ""))
+    ]
+    assert not wrong, "connection state made outside its backend's client instance:\n" + "\n".join(wrong)
+
+
+def test_each_backend_makes_its_client_instance_in_one_place() -> None:
+    makers = {(rel, name) for rel, path in _modules() for name, _ in _calls(path)}
+    assert ("backends/staticmq/client_instance.py", "Channels") in makers
+    assert ("backends/rocketmq/backend.py", "RemotingClient") in makers
+    assert ("backends/memory/backend.py", "_cluster") in makers
