@@ -1,6 +1,6 @@
 """Spark source on a real Apache RocketMQ vs on broker_stub, in one run (issue 14).
 
-    python bench/bench_rocketmq.py [--messages 300000] [--queues 4] [--repeat 3] [--warmup 1] [--json]
+    python -m bench.rocketmq_source [--messages 300000] [--queues 4] [--repeat 3] [--warmup 1] [--json]
 
 One run, one Spark session (local[2]), one machine, the same messages on both sides:
 - rocketmq: `LocalRocketMQ` (name server + 2 brokers, RocketMQ 5.5.0, per-pull cap raised to 1024
@@ -20,23 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_source import run_query, summary
-from harness import log
-from harness import spark_session as harness_session
-
+from bench.common.clients import random_bodies
+from bench.common.cluster import staticmq_cluster
+from bench.common.report import emit, interleaved, log, run_summary
+from bench.common.spark import run_query, spark_session
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.testing import LocalCluster
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 
 BODY_BYTES = 100
@@ -61,13 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     messages = max(BATCH * args.queues, args.messages // BATCH * BATCH)
-    blob = os.urandom(messages * BODY_BYTES)
-    bodies = [blob[i : i + BODY_BYTES] for i in range(0, len(blob), BODY_BYTES)]
-    results: dict[str, list[dict[str, Any]]] = {"rocketmq": [], "broker_stub": []}
+    bodies = random_bodies(messages, BODY_BYTES)
     tmp = tempfile.mkdtemp(prefix="bench-rocketmq-")
-    stub_store = {"flush_interval_ms": 1000}
     rmq_cluster = LocalRocketMQ(Path(tmp) / "rmq")
-    stub_cluster = LocalCluster(brokers=2, data_dir=f"{tmp}/stub", flush="async", store=stub_store)
+    stub_cluster = staticmq_cluster(f"{tmp}/stub", brokers=2, flush="async")
     try:
         with rmq_cluster as rmq, stub_cluster as stub:
             rmq.update_static_topic(TOPIC, args.queues)
@@ -76,28 +67,29 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1)
             fill(rmq.address, bodies, args.queues)
             fill(stub.namesrv, bodies, args.queues)
-            spark = harness_session("staticmq-bench-rocketmq")
+            spark = spark_session("staticmq-bench-rocketmq")
             sides = {"rocketmq": rmq.address, "broker_stub": stub.namesrv}
+
+            def run(side: str, n: int) -> dict[str, Any]:
+                options = {"namesrv": sides[side], "topic": TOPIC, "startingOffsets": "earliest"}
+                r = run_query(spark, "staticmq", options, f"{tmp}/ck/{side}-{n}")
+                if r["rows"] != messages:
+                    raise RuntimeError(f"{side} read {r['rows']:,} rows, expected {messages:,}")
+                return r
+
+            def show(side: str, label: str, r: dict[str, Any]) -> None:
+                log(
+                    f"  {side:<11} {label:<8} {r['rows_per_s']:>11,.0f} rows/s ({r['seconds']:.2f} s), "
+                    f"{r['batches']} batch(es), {r['outside_batches_s']:.2f} s outside batches"
+                )
+
             try:
-                for n in range(args.warmup + args.repeat):
-                    for side, namesrv in sides.items():
-                        options = {"namesrv": namesrv, "topic": TOPIC, "startingOffsets": "earliest"}
-                        r = run_query(spark, "staticmq", options, f"{tmp}/ck/{side}-{n}")
-                        if r["rows"] != messages:
-                            raise RuntimeError(f"{side} read {r['rows']:,} rows, expected {messages:,}")
-                        timed = n >= args.warmup
-                        if timed:
-                            results[side].append(r)
-                        label = f"run {n - args.warmup + 1}/{args.repeat}" if timed else "warm-up"
-                        log(
-                            f"  {side:<11} {label:<8} {r['rows_per_s']:>11,.0f} rows/s ({r['seconds']:.2f} s), "
-                            f"{r['batches']} batch(es), {r['outside_batches_s']:.2f} s outside batches"
-                        )
+                results = interleaved(sides, args.warmup, args.repeat, run, show)
             finally:
                 spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    rmq_s, stub_s = summary(results["rocketmq"]), summary(results["broker_stub"])
+    rmq_s, stub_s = run_summary(results["rocketmq"]), run_summary(results["broker_stub"])
     ratio = rmq_s["rows_per_s_median"] / stub_s["rows_per_s_median"]
     lines = [
         f"{'side (median of ' + str(args.repeat) + ')':<28} {'rows/s':>11} {'best':>11}",
@@ -105,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'broker_stub':<28} {stub_s['rows_per_s_median']:>11,} {stub_s['rows_per_s_best']:>11,}",
         f"ratio rocketmq / broker_stub: {ratio:.2f}x; target >= 0.7x: {'PASS' if ratio >= 0.7 else 'FAIL'}",
     ]
-    print("\n".join(lines), file=sys.stderr if args.json else sys.stdout)
+    emit(lines, args.json)
     if args.json:
         out = {"messages": messages, "queues": args.queues, "rocketmq": rmq_s, "broker_stub": stub_s}
         out.update(ratio=round(ratio, 3), target=0.7, passed=ratio >= 0.7)
@@ -114,4 +106,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Spark sink: rows/s of `format("staticmq")` writes vs Spark's parquet sink, same DataFrame (issue 5).
 
-    python bench/bench_sink.py [--rows 1000000] [--partitions 2] [--repeat 3] [--warmup 1] [--no-stream] [--json]
+    python -m bench.sink [--rows 1000000] [--partitions 2] [--repeat 3] [--warmup 1] [--no-stream] [--json]
 
 One run, one Spark session (local[2], UI off, Python worker reuse on), one machine:
 - input: --rows rows `key` = 'user-<id % 100000>' (string), `value` = 100 hex characters (two
@@ -34,16 +34,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
-
-from harness import log, spark_session
-
-from staticmq_spark.client import Admin, Producer, PullConsumer
+from bench.common.clients import staticmq_topic
+from bench.common.cluster import staticmq_cluster
+from bench.common.report import emit, interleaved, log
+from bench.common.spark import spark_session
+from staticmq_spark.client import PullConsumer
 from staticmq_spark.testing import LocalCluster
 
 QUEUES = 8
@@ -76,13 +75,7 @@ class Topics:
     def fresh(self) -> str:
         self.n += 1
         topic = f"bench-sink-{self.label}-{self.n}"
-        with Admin(self.namesrv) as admin, Producer(self.namesrv, active_detection=False) as producer:
-            admin.update_static_topic(topic, QUEUES, cluster="DefaultCluster")
-            deadline = time.monotonic() + 30
-            while not producer.topic_is_static(topic):  # wait for the name server
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"no route for {topic}")
-                time.sleep(0.05)
+        staticmq_topic(self.namesrv, topic, QUEUES)  # and wait for the name server
         return topic
 
     def rows(self, topic: str) -> int:
@@ -157,7 +150,6 @@ LINES = {  # line -> (label, reference line or None)
 
 def measure(args: argparse.Namespace, lines: list[str], tmp: str, sync: Topics, asyn: Topics) -> dict[str, list[float]]:
     """Warm-up runs, then --repeat timed runs of each line in turn; seconds per timed run."""
-    times: dict[str, list[float]] = {line: [] for line in lines}
     spark = spark_session("staticmq-bench-sink", {"spark.driver.memory": "4g"})
     try:
         df = input_frame(spark, args.rows, args.partitions)
@@ -170,13 +162,11 @@ def measure(args: argparse.Namespace, lines: list[str], tmp: str, sync: Topics, 
             "stream_parquet": lambda n: stream_parquet(spark, src, f"{tmp}/out/stream", f"{tmp}/ck/p{n}"),
             "stream_sync": lambda n: stream_staticmq(spark, src, sync, args.rows, f"{tmp}/ck/s{n}"),
         }
-        for n in range(args.warmup + args.repeat):
-            for line, done in times.items():
-                seconds = runs[line](n)
-                label = "warm-up" if n < args.warmup else f"run {n - args.warmup + 1}/{args.repeat}"
-                log(f"  {LINES[line][0]:<30} {label:<8} {args.rows / seconds:>11,.0f} rows/s ({seconds:.2f} s)")
-                if n >= args.warmup:
-                    done.append(seconds)
+
+        def show(line: str, label: str, seconds: float) -> None:
+            log(f"  {LINES[line][0]:<30} {label:<8} {args.rows / seconds:>11,.0f} rows/s ({seconds:.2f} s)")
+
+        times = interleaved(lines, args.warmup, args.repeat, lambda line, n: runs[line](n), show)
     finally:
         spark.stop()
     return times
@@ -197,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [line for line in LINES if not (args.no_stream and "stream" in line)]
     with (
         tempfile.TemporaryDirectory(prefix="bench-sink-") as tmp,
-        LocalCluster(brokers=BROKERS, data_dir=f"{tmp}/sync", flush="sync") as sync_cluster,
-        LocalCluster(brokers=BROKERS, data_dir=f"{tmp}/async", flush="async") as async_cluster,
+        staticmq_cluster(f"{tmp}/sync", brokers=BROKERS, flush="sync", interval_ms=None) as sync_cluster,
+        staticmq_cluster(f"{tmp}/async", brokers=BROKERS, flush="async", interval_ms=None) as async_cluster,
     ):
         times = measure(args, lines, tmp, Topics(sync_cluster, "sync"), Topics(async_cluster, "async"))
 
@@ -215,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         f"target: batch staticmq (flush=sync) >= {TARGET}x parquet: {'PASS' if passed else 'FAIL'} "
         f"({results['batch_sync']['ratio']:.2f}x)"
     )
-    print("\n".join(table), file=sys.stderr if args.json else sys.stdout)
+    emit(table, args.json)
     if args.json:
         config = {k: getattr(args, k) for k in ("rows", "partitions", "repeat", "warmup")}
         config.update(queues=QUEUES, brokers=BROKERS, value_bytes=100, statistic="median")

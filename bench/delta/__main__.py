@@ -1,7 +1,7 @@
 """staticmq -> Delta bronze vs Kafka -> Delta bronze vs Spark's file source -> Delta, on the same
 rows, in one run.
 
-    python -m bench.bench_delta [--messages 400000] [--batches 4] [--repeat 3] [--json]
+    python -m bench.delta [--messages 400000] [--batches 4] [--repeat 3] [--json]
 
 Every side writes the bronze columns (topic, queueId, queueOffset, key, tags, value, properties,
 bornTimestamp, storeTimestamp) into a fresh Delta table. The staticmq side reads a static topic
@@ -22,30 +22,29 @@ measures, each side's median of `--repeat` runs, with the targets staticmq >= 1.
 
 The CPU seconds each group of processes spent per one-query run (JVM task threads, JIT, the
 processes the JVM started, pyspark's Python workers, the staticmq brokers) are printed too
-(Linux /proc; see bench/cpu_accounting.py).
+(Linux /proc; see bench/common/cpu.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.cpu_accounting import STREAMING_SOURCE_PROCESS, cpu_sample, cpu_spent, wait_reaped
-from bench.harness import log, spark_session
-from bench.peers.clients import kafka_produce, kafka_topic
-from bench.peers.kafka_server import KafkaServer
-from bench.peers.spark_kafka import spark_kafka_jars
-from staticmq_spark.client import Admin, Producer
+from bench.common.clients import kafka_produce, kafka_topic, random_bodies, staticmq_topic
+from bench.common.cluster import staticmq_cluster
+from bench.common.cpu import STREAMING_SOURCE_PROCESS, cpu_sample, cpu_spent, wait_reaped
+from bench.common.kafka_server import KafkaServer
+from bench.common.report import emit, interleaved, log
+from bench.common.spark import spark_session
+from bench.common.spark_kafka import spark_kafka_jars
+from staticmq_spark.client import Producer
 from staticmq_spark.lakehouse import BRONZE_COLUMNS, bronze_stream
 from staticmq_spark.spark_session import delta_conf
-from staticmq_spark.testing import LocalCluster
 
 TOPIC = "bench-delta"
 BODY_BYTES = 100
@@ -59,19 +58,13 @@ DELTA_LOCAL = {"spark.databricks.delta.snapshotPartitions": "2"}
 
 def produce(namesrv: str, bootstrap: str, messages: int, queues: int) -> None:
     """The same keys and values into the static topic and the Kafka topic (`queues` partitions)."""
-    blob = os.urandom(messages * BODY_BYTES)
-    bodies = [blob[i : i + BODY_BYTES] for i in range(0, len(blob), BODY_BYTES)]
+    bodies = random_bodies(messages, BODY_BYTES)
     keys = [f"k{i % 997}" for i in range(messages)]
     kafka_topic(bootstrap, TOPIC, queues)
     chunks = range(0, messages, PRODUCE_BATCH)
     kafka_produce(bootstrap, TOPIC, [(keys[i : i + PRODUCE_BATCH], bodies[i : i + PRODUCE_BATCH]) for i in chunks])
-    with Admin(namesrv) as admin, Producer(namesrv, active_detection=False) as producer:
-        admin.update_static_topic(TOPIC, queues, cluster="DefaultCluster")
-        deadline = time.monotonic() + 30
-        while not producer.topic_is_static(TOPIC):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no route for {TOPIC}")
-            time.sleep(0.05)
+    staticmq_topic(namesrv, TOPIC, queues)
+    with Producer(namesrv, active_detection=False) as producer:
         for n, i in enumerate(chunks):
             producer.send_batch(
                 TOPIC, bodies[i : i + PRODUCE_BATCH], keys=keys[i : i + PRODUCE_BATCH], queue=n % queues
@@ -164,16 +157,13 @@ class Bench:
 
 
 def timed_runs(label: str, repeat: int, run: Callable[[str], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    results: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
-    for n in range(repeat + 1):  # run 0 warms both sides up
-        got = {side: run(side) for side in SIDES}
-        if n:
-            for side in SIDES:
-                results[side].append(got[side])
-        tag = f"run {n}/{repeat}" if n else "warm-up"
+
+    def show(tag: str, got: dict[str, dict[str, Any]]) -> None:
         rates = ", ".join(f"{side} {got[side]['rows_per_s']:>10,.0f}" for side in SIDES)
         log(f"  {label:<14} {tag:<8} rows/s: {rates}")
-    return results
+
+    # one warm-up round (every side), then `repeat` rounds, the sides interleaved
+    return interleaved(SIDES, 1, repeat, lambda side, n: run(side), after_round=show)
 
 
 def median_rate(runs: list[dict[str, Any]]) -> float:
@@ -196,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     unit = PRODUCE_BATCH * args.queues
     messages = max(unit, args.messages // unit * unit)
     with tempfile.TemporaryDirectory(prefix="bench-delta-") as tmp:
-        store = {"flush_interval_ms": 1000}
-        cluster = LocalCluster(brokers=1, data_dir=f"{tmp}/cluster", flush="async", store=store)
+        cluster = staticmq_cluster(f"{tmp}/cluster", brokers=1, flush="async")
         with cluster, KafkaServer(f"{tmp}/kafka", flush_messages=None) as kafka:  # both flush asynchronously
             produce(cluster.namesrv, kafka.bootstrap, messages, args.queues)
             conf = delta_conf()
@@ -227,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     table.append(f"\n{'CPU s per one-query run (median)':<34} {'staticmq':>10} {'kafka':>10} {'files':>10}")
     for group in sorted(set().union(*(cpu[side] for side in SIDES))):
         table.append(f"  {group:<32} " + " ".join(f"{cpu[side].get(group, 0.0):>10.2f}" for side in SIDES))
-    print("\n".join(table), file=sys.stderr if args.json else sys.stdout)
+    emit(table, args.json)
     if args.json:
         summary = {
             measure: {
@@ -241,4 +230,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Static topics: pull throughput after remaps, and client-side segment resolution (issue 3).
 
-    python bench/bench_static_topics.py [--messages 400000] [--repeat 5] [--json]
-    python bench/bench_static_topics.py --skip-pull --queues 128,256,512,1024,2048
+    python -m bench.static_topics [--messages 400000] [--repeat 5] [--json]
+    python -m bench.static_topics --skip-pull --queues 128,256,512,1024,2048
 
 a. Pull after three remaps vs never remapped, in one run. A `LocalCluster(brokers=3)` (broker
    flush=async) holds two static topics of one logic queue each, with --messages 100-byte
@@ -32,24 +32,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
-
-from harness import log
-
+from bench.common.clients import random_bodies
+from bench.common.cluster import staticmq_cluster
+from bench.common.report import log
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.mapping import MappingItem, SegmentTable, settle_logic_offset
-from staticmq_spark.testing import LocalCluster
 
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000
@@ -100,40 +96,40 @@ def read_all(consumer: PullConsumer, topic: str, expected: int, laps: dict[bool,
 
 
 def bench_pull(messages: int, repeat: int) -> dict[str, Any]:
-    blob = os.urandom(messages * BODY_BYTES)
-    bodies = [blob[i : i + BODY_BYTES] for i in range(0, len(blob), BODY_BYTES)]
+    bodies = random_bodies(messages, BODY_BYTES)
     quarter = messages // 4
-    with tempfile.TemporaryDirectory(prefix="bench-static-") as tmp:
-        store = {"flush_interval_ms": 1000}
-        with LocalCluster(brokers=3, data_dir=tmp, flush="async", store=store) as cluster:
-            with Admin(cluster.namesrv) as admin, Producer(cluster.namesrv) as producer:
-                admin.update_static_topic("plain", 1, brokers=["broker-0"])
-                admin.update_static_topic("remapped", 1, brokers=["broker-0"])
-                wait_leader(admin, producer, "plain", "broker-0")
-                wait_leader(admin, producer, "remapped", "broker-0")
-                t0 = time.perf_counter()
-                send(producer, "plain", bodies)
-                cuts = [0, quarter, 2 * quarter, 3 * quarter, messages]
-                for gen in range(4):
-                    send(producer, "remapped", bodies[cuts[gen] : cuts[gen + 1]])
-                    if gen < 3:
-                        admin.remapping_static_topic("remapped", brokers=[REMAPS[gen]])
-                        wait_leader(admin, producer, "remapped", REMAPS[gen])
-                log(f"  produced 2 x {messages:,} messages (and 3 remaps) in {time.perf_counter() - t0:.1f} s")
-                chain = admin.static_topic_status("remapped")[0].chains[0]
-                segments = [f"gen{i.gen}@{i.bname} from {i.logic_offset}" for i in chain]
-                log("  remapped topic: " + ", ".join(segments))
-            rates: dict[str, list[float]] = {"plain": [], "remapped": []}
-            pulls: dict[str, int] = {}
-            laps = {topic: {False: [], True: []} for topic in rates}  # pull latencies: local, remote
-            with PullConsumer(cluster.namesrv) as consumer:
-                for topic in rates:  # warm-up: route lookups, channels, page cache
-                    read_all(consumer, topic, messages, {False: [], True: []})
-                for i in range(repeat):
-                    for topic, runs in rates.items():
-                        elapsed, pulls[topic] = read_all(consumer, topic, messages, laps[topic])
-                        runs.append(messages / elapsed)
-                        log(f"  pull {topic:<8} run {i + 1}/{repeat}: {runs[-1]:>11,.0f} msgs/s")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-static-") as tmp,
+        staticmq_cluster(tmp, brokers=3, flush="async") as cluster,
+    ):
+        with Admin(cluster.namesrv) as admin, Producer(cluster.namesrv) as producer:
+            admin.update_static_topic("plain", 1, brokers=["broker-0"])
+            admin.update_static_topic("remapped", 1, brokers=["broker-0"])
+            wait_leader(admin, producer, "plain", "broker-0")
+            wait_leader(admin, producer, "remapped", "broker-0")
+            t0 = time.perf_counter()
+            send(producer, "plain", bodies)
+            cuts = [0, quarter, 2 * quarter, 3 * quarter, messages]
+            for gen in range(4):
+                send(producer, "remapped", bodies[cuts[gen] : cuts[gen + 1]])
+                if gen < 3:
+                    admin.remapping_static_topic("remapped", brokers=[REMAPS[gen]])
+                    wait_leader(admin, producer, "remapped", REMAPS[gen])
+            log(f"  produced 2 x {messages:,} messages (and 3 remaps) in {time.perf_counter() - t0:.1f} s")
+            chain = admin.static_topic_status("remapped")[0].chains[0]
+            segments = [f"gen{i.gen}@{i.bname} from {i.logic_offset}" for i in chain]
+            log("  remapped topic: " + ", ".join(segments))
+        rates: dict[str, list[float]] = {"plain": [], "remapped": []}
+        pulls: dict[str, int] = {}
+        laps = {topic: {False: [], True: []} for topic in rates}  # pull latencies: local, remote
+        with PullConsumer(cluster.namesrv) as consumer:
+            for topic in rates:  # warm-up: route lookups, channels, page cache
+                read_all(consumer, topic, messages, {False: [], True: []})
+            for i in range(repeat):
+                for topic, runs in rates.items():
+                    elapsed, pulls[topic] = read_all(consumer, topic, messages, laps[topic])
+                    runs.append(messages / elapsed)
+                    log(f"  pull {topic:<8} run {i + 1}/{repeat}: {runs[-1]:>11,.0f} msgs/s")
     plain, remapped = rates["plain"], rates["remapped"]
     ratio_median = statistics.median(remapped) / statistics.median(plain)
     return {

@@ -1,6 +1,6 @@
 """Server-side tag filter vs reading everything, on broker_stub and on Apache RocketMQ, in one run.
 
-    python bench/bench_tag_filter.py [--messages 300000] [--repeat 3] [--json]
+    python -m bench.tag_filter [--messages 300000] [--repeat 3] [--json]
 
 One machine, one run, each backend with its own cluster (broker_stub: `LocalCluster(brokers=1)`,
 flush async; RocketMQ 5.5.0: `LocalRocketMQ(brokers=1)`), a static topic of one logic queue filled
@@ -25,12 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
-
 import pyarrow.compute as pc
 
+from bench.common.cluster import staticmq_cluster
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
-from staticmq_spark.testing import LocalCluster
 from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
 
 TOPIC = "bench-tags"
@@ -103,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-tags-") as tmp:
-        with LocalCluster(brokers=1, data_dir=Path(tmp) / "staticmq", flush="async") as cluster:
+        with staticmq_cluster(Path(tmp) / "staticmq", brokers=1, flush="async", interval_ms=None) as cluster:
             results.append(measure("broker_stub", cluster.namesrv, args.messages, args.repeat))
         with LocalRocketMQ(Path(tmp) / "rocketmq", brokers=1) as rmq:
             results.append(measure("rocketmq", rmq.address, args.messages, args.repeat))

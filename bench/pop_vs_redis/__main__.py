@@ -1,6 +1,6 @@
 """staticmq pop + ack vs Redis streams consumer groups (XREADGROUP + XACK), like for like, one run.
 
-    python bench/bench_pop_vs_redis.py [--messages 300000] [--batch 1000] [--repeat 3] [--json]
+    python -m bench.pop_vs_redis [--messages 300000] [--batch 1000] [--repeat 3] [--json]
 
 Both servers run on this machine; each side has one client, one connection, one request in flight,
 and consumes the same number of prebuilt 100-byte messages, stored before timing starts:
@@ -27,20 +27,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
-
-from harness import Runner, measure, wait_route
-from redis_server import RedisServer, redis_available
-
+from bench.common.clients import random_bodies, wait_route
+from bench.common.cluster import staticmq_cluster
+from bench.common.redis_server import RedisServer, redis_available
+from bench.common.report import Runner, emit, measure, versus
 from staticmq_spark.client import Admin, PopConsumer, Producer
-from staticmq_spark.testing import LocalCluster
 
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000
@@ -113,10 +109,9 @@ def staticmq_consume(namesrv: str, group: str, batch: int, expected: int) -> Cal
 def staticmq_side(flush: str, bodies: list[bytes], batches: list[int], repeat: int) -> dict[int, list[float]]:
     """Pop + ack runs (per batch size) against a fresh one-broker cluster with this flush policy."""
     out: dict[int, list[float]] = {}
-    store = {"flush_interval_ms": 1000}
     with (
         tempfile.TemporaryDirectory(prefix="bench-pop-staticmq-") as tmp,
-        LocalCluster(brokers=1, data_dir=tmp, flush=flush, store=store) as cluster,
+        staticmq_cluster(tmp, brokers=1, flush=flush) as cluster,
     ):
         staticmq_fill(cluster.namesrv, bodies)
         staticmq_consume(cluster.namesrv, "warmup", PRODUCE_BATCH, WARMUP_BATCHES * PRODUCE_BATCH)()
@@ -140,11 +135,6 @@ def redis_side(bodies: list[bytes], batches: list[int], repeat: int) -> dict[int
 # -------------------------------------------------------------------------------------- measuring
 
 
-def make_bodies(messages: int) -> list[bytes]:
-    blob = os.urandom(messages * BODY_BYTES)
-    return [blob[i : i + BODY_BYTES] for i in range(0, len(blob), BODY_BYTES)]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=300_000, help="messages consumed per run")
@@ -156,43 +146,21 @@ def main(argv: list[str] | None = None) -> int:
     if not redis_available():
         return 2
     messages = max(WARMUP_BATCHES * PRODUCE_BATCH, args.messages // PRODUCE_BATCH * PRODUCE_BATCH)
-    bodies = make_bodies(messages)
+    bodies = random_bodies(messages, BODY_BYTES)
     sizes = [args.batch, args.small_batch]
     print(f"{messages:,} messages of {BODY_BYTES} bytes per run, best of {args.repeat}", file=sys.stderr)
     sm_async = staticmq_side("async", bodies, sizes, args.repeat)
     sm_sync = staticmq_side("sync", bodies, [args.batch], args.repeat)
     rd = redis_side(bodies, sizes, args.repeat)
 
-    rows = [
+    rows: list[tuple[str, list[float], list[float], float | None]] = [
         (f"a. pop+ack batch {args.batch}, flush=async 1s vs AOF everysec", sm_async[args.batch], rd[args.batch], 1.0),
         (f"b. pop+ack batch {args.batch}, flush=sync vs AOF everysec", sm_sync[args.batch], rd[args.batch], None),
         (f"c. pop+ack batch {args.small_batch}, flush=async vs AOF everysec", sm_async[args.small_batch],
          rd[args.small_batch], None),
     ]  # fmt: skip
-    results = []
-    for test, sm, red, target in rows:
-        ratio = max(sm) / max(red)
-        results.append(
-            {
-                "test": test,
-                "staticmq_msgs_per_s": round(max(sm)),
-                "redis_msgs_per_s": round(max(red)),
-                "ratio": round(ratio, 2),
-                "target": target,
-                "pass": None if target is None else ratio >= target,
-                "staticmq_runs": [round(r) for r in sm],
-                "redis_runs": [round(r) for r in red],
-            }
-        )
-    table = [f"{'test':<58} {'staticmq msgs/s':>15} {'redis msgs/s':>13} {'ratio':>6} {'target':>7}  result"]
-    for r in results:
-        target_text = "-" if r["target"] is None else f"{r['target']:.1f}x"
-        verdict = "info" if r["pass"] is None else ("PASS" if r["pass"] else "FAIL")
-        table.append(
-            f"{r['test']:<58} {r['staticmq_msgs_per_s']:>15,} {r['redis_msgs_per_s']:>13,} "
-            f"{r['ratio']:>5.2f}x {target_text:>7}  {verdict}"
-        )
-    print("\n".join(table), file=sys.stderr if args.json else sys.stdout)
+    results, table = versus(rows, width=58)
+    emit(table, args.json)
     if args.json:
         config = {"messages": messages, "body_bytes": BODY_BYTES, "repeat": args.repeat, "statistic": "best"}
         print(json.dumps({"config": config, "results": results}, indent=2))

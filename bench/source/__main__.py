@@ -1,6 +1,6 @@
 """Spark source: end-to-end rows/s of a streaming query over a static topic vs an in-memory source (issue 4).
 
-    python bench/bench_source.py [--messages 1000000] [--queues 8] [--brokers 1] [--repeat 5] [--warmup 2] [--json]
+    python -m bench.source [--messages 1000000] [--queues 8] [--brokers 1] [--repeat 5] [--warmup 2] [--json]
 
 One run, one Spark session (local[2], UI off, Python worker reuse on), one machine:
 - staticmq: a `LocalCluster(brokers=--brokers)` (broker flush=async) with a static topic of
@@ -31,11 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -44,19 +41,18 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
-
-from harness import log
-from harness import spark_session as harness_session
-
+from bench.common.clients import random_bodies, staticmq_topic
+from bench.common.cluster import staticmq_cluster
+from bench.common.report import emit, interleaved, log, run_summary
+from bench.common.spark import run_query
+from bench.common.spark import spark_session as bench_session
 from staticmq_spark.backends import open_backend
-from staticmq_spark.client import Admin, Producer
+from staticmq_spark.client import Producer
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.planner import plan_partitions, settings_of
 from staticmq_spark.source.schema import arrow_schema, spark_schema
 from staticmq_spark.source.snapshot import take_snapshot
-from staticmq_spark.testing import LocalCluster
 from staticmq_spark.worker_site import register
 
 BODY_BYTES = 100
@@ -109,15 +105,9 @@ class MemorySource(DataSource):
 
 
 def produce(namesrv: str, messages: int, queues: int) -> None:
-    blob = os.urandom(messages * BODY_BYTES)
-    bodies = [blob[i : i + BODY_BYTES] for i in range(0, len(blob), BODY_BYTES)]
-    with Admin(namesrv) as admin, Producer(namesrv, active_detection=False) as producer:
-        admin.update_static_topic(TOPIC, queues, cluster="DefaultCluster")
-        deadline = time.monotonic() + 30
-        while not producer.topic_is_static(TOPIC):  # wait for the name server
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no route for {TOPIC}")
-            time.sleep(0.05)
+    bodies = random_bodies(messages, BODY_BYTES)
+    staticmq_topic(namesrv, TOPIC, queues)  # and wait for the name server
+    with Producer(namesrv, active_detection=False) as producer:
         t0 = time.perf_counter()
         for n, i in enumerate(range(0, messages, PRODUCE_BATCH)):
             producer.send_batch(TOPIC, bodies[i : i + PRODUCE_BATCH], queue=n % queues)
@@ -146,48 +136,12 @@ def prebuild(namesrv: str, path: str) -> list[int]:
 
 
 def spark_session() -> SparkSession:
-    spark = harness_session("staticmq-bench-source")
+    spark = bench_session("staticmq-bench-source")
     register(spark, MemorySource)  # the same worker start as staticmq's (staticmq_spark.worker_site)
     return spark
 
 
 # ------------------------------------------------------------------------------------- measuring
-
-
-def run_query(spark: SparkSession, fmt: str, options: dict[str, str], checkpoint: str) -> dict[str, Any]:
-    reader = spark.readStream.format(fmt)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    df = reader.load()
-    t0 = time.perf_counter()
-    query = df.writeStream.format("noop").trigger(availableNow=True).option("checkpointLocation", checkpoint).start()
-    query.awaitTermination()
-    elapsed = time.perf_counter() - t0
-    if query.exception() is not None:
-        raise RuntimeError(f"{fmt} query failed: {query.exception()}")
-    progress = [p for p in query.recentProgress if p["numInputRows"]]
-    rows = sum(p["numInputRows"] for p in progress)
-    busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
-    return {
-        "rows": rows,
-        "seconds": round(elapsed, 3),
-        "rows_per_s": rows / elapsed,
-        "spark_rows_per_s": rows / busy if busy else 0.0,
-        "batches": len(progress),
-        "outside_batches_s": round(elapsed - busy, 3),  # query start-up, planning of no batch, stop
-    }
-
-
-def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "rows_per_s_median": round(statistics.median(r["rows_per_s"] for r in runs)),
-        "rows_per_s_best": round(max(r["rows_per_s"] for r in runs)),
-        "spark_rows_per_s_median": round(statistics.median(r["spark_rows_per_s"] for r in runs)),
-        "outside_batches_s_median": round(statistics.median(r["outside_batches_s"] for r in runs), 2),
-        "runs": [
-            {**r, "rows_per_s": round(r["rows_per_s"]), "spark_rows_per_s": round(r["spark_rows_per_s"])} for r in runs
-        ],
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,38 +157,40 @@ def main(argv: list[str] | None = None) -> int:
     messages = max(PRODUCE_BATCH * args.queues, args.messages // PRODUCE_BATCH * PRODUCE_BATCH)
     log(f"{messages:,} messages of {BODY_BYTES} B in {args.queues} logic queues on {args.brokers} broker(s)")
 
-    results: dict[str, list[dict[str, Any]]] = {"staticmq": [], "reference": []}
-    with tempfile.TemporaryDirectory(prefix="bench-source-") as tmp:
-        store = {"flush_interval_ms": 1000}
-        with LocalCluster(brokers=args.brokers, data_dir=f"{tmp}/cluster", flush="async", store=store) as cluster:
-            produce(cluster.namesrv, messages, args.queues)
-            os.makedirs(f"{tmp}/ref")
-            per_part = prebuild(cluster.namesrv, f"{tmp}/ref")
-            log(f"  reference batches: {sum(per_part):,} rows in {args.queues} files")
-            spark = spark_session()
-            sides = {
-                "staticmq": ("staticmq", {"namesrv": cluster.namesrv, "topic": TOPIC, "startingOffsets": "earliest"}),
-                "reference": ("bench_memory", {"path": f"{tmp}/ref", "partitions": str(args.queues)}),
-            }
-            try:
-                for n in range(args.warmup + args.repeat):
-                    for side, (fmt, options) in sides.items():
-                        r = run_query(spark, fmt, options, f"{tmp}/checkpoints/{side}-{n}")
-                        if r["rows"] != messages:
-                            raise RuntimeError(f"{side} read {r['rows']:,} rows, expected {messages:,}")
-                        timed = n >= args.warmup
-                        if timed:
-                            results[side].append(r)
-                        label = f"run {n - args.warmup + 1}/{args.repeat}" if timed else "warm-up"
-                        log(
-                            f"  {side:<9} {label:<8} {r['rows_per_s']:>11,.0f} rows/s ({r['seconds']:.2f} s), "
-                            f"Spark {r['spark_rows_per_s']:>11,.0f} rows/s, {r['batches']} batch(es), "
-                            f"{r['outside_batches_s']:.2f} s outside batches"
-                        )
-            finally:
-                spark.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-source-") as tmp,
+        staticmq_cluster(f"{tmp}/cluster", brokers=args.brokers, flush="async") as cluster,
+    ):
+        produce(cluster.namesrv, messages, args.queues)
+        os.makedirs(f"{tmp}/ref")
+        per_part = prebuild(cluster.namesrv, f"{tmp}/ref")
+        log(f"  reference batches: {sum(per_part):,} rows in {args.queues} files")
+        spark = spark_session()
+        sides = {
+            "staticmq": ("staticmq", {"namesrv": cluster.namesrv, "topic": TOPIC, "startingOffsets": "earliest"}),
+            "reference": ("bench_memory", {"path": f"{tmp}/ref", "partitions": str(args.queues)}),
+        }
 
-    sm, ref = summary(results["staticmq"]), summary(results["reference"])
+        def run(side: str, n: int) -> dict[str, Any]:
+            fmt, options = sides[side]
+            r = run_query(spark, fmt, options, f"{tmp}/checkpoints/{side}-{n}")
+            if r["rows"] != messages:
+                raise RuntimeError(f"{side} read {r['rows']:,} rows, expected {messages:,}")
+            return r
+
+        def show(side: str, label: str, r: dict[str, Any]) -> None:
+            log(
+                f"  {side:<9} {label:<8} {r['rows_per_s']:>11,.0f} rows/s ({r['seconds']:.2f} s), "
+                f"Spark {r['spark_rows_per_s']:>11,.0f} rows/s, {r['batches']} batch(es), "
+                f"{r['outside_batches_s']:.2f} s outside batches"
+            )
+
+        try:
+            results = interleaved(sides, args.warmup, args.repeat, run, show)
+        finally:
+            spark.stop()
+
+    sm, ref = run_summary(results["staticmq"]), run_summary(results["reference"])
     ratio = sm["rows_per_s_median"] / ref["rows_per_s_median"]
     spark_ratio = sm["spark_rows_per_s_median"] / ref["spark_rows_per_s_median"]
 
@@ -252,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         f"ratio staticmq / reference: {ratio:.2f}x wall clock, {spark_ratio:.2f}x Spark processedRowsPerSecond; "
         f"target >= 0.7x: {'PASS' if ratio >= 0.7 else 'FAIL'}",
     ]
-    print("\n".join(lines), file=sys.stderr if args.json else sys.stdout)
+    emit(lines, args.json)
     if args.json:
         config = {k: getattr(args, k) for k in ("queues", "brokers", "repeat", "warmup")}
         config.update(messages=messages, body_bytes=BODY_BYTES, statistic="median")
@@ -263,4 +219,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,12 +1,15 @@
-"""Broker alone: produce and consume the same keyed rows with staticmq's client and with confluent-kafka."""
+"""Clients of the brokers under test: create a topic and wait for its route, produce and consume the
+same keyed rows with staticmq's client and with confluent-kafka, random bodies."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
+from staticmq_spark.errors import TopicNotFoundError
 
 BATCH = 1000  # rows per staticmq produce request; Kafka's producer batches by itself (linger.ms, batch.size)
 PULL = 10_000
@@ -29,6 +32,7 @@ class Rows:
 
 
 def wait_static_route(producer: Producer, topic: str) -> None:
+    """Wait until the name server routes `topic` as a static topic."""
     deadline = time.monotonic() + 30
     while not producer.topic_is_static(topic):
         if time.monotonic() > deadline:
@@ -37,6 +41,7 @@ def wait_static_route(producer: Producer, topic: str) -> None:
 
 
 def staticmq_topic(namesrv: str, topic: str, queues: int) -> None:
+    """A static topic of `queues` logic queues on the cluster, once the name server routes it."""
     with Admin(namesrv) as admin, Producer(namesrv, active_detection=False) as producer:
         admin.update_static_topic(topic, queues, cluster="DefaultCluster")
         wait_static_route(producer, topic)
@@ -117,3 +122,22 @@ def kafka_consume(bootstrap: str, topic: str, partitions: int, expected: int) ->
         consumer.close()
     if seen != expected:
         raise RuntimeError(f"Kafka consume read {seen:,} rows, expected {expected:,}")
+
+
+def wait_route(client: Any, topic: str) -> None:
+    """Wait until the name server routes a new topic (`client`: a Producer or PullConsumer)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.topic_is_static(topic)
+            return
+        except TopicNotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def random_bodies(messages: int, size: int) -> list[bytes]:
+    """`messages` random bodies of `size` bytes (slices of one random blob)."""
+    blob = os.urandom(messages * size)
+    return [blob[i : i + size] for i in range(0, len(blob), size)]

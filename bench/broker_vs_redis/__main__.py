@@ -1,6 +1,6 @@
 """staticmq vs Redis streams: produce and pull throughput, like for like, in one run.
 
-    python bench/bench_broker_vs_redis.py [--messages 500000] [--repeat 3] [--json]
+    python -m bench.broker_vs_redis [--messages 500000] [--repeat 3] [--json]
 
 Both servers run on this machine; each side has one client, one connection, one request in flight.
 - staticmq: `LocalCluster(brokers=1)` in a temp dir (a name server and one broker process) and a
@@ -28,20 +28,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a plain checkout
-
-from harness import Runner, measure, wait_route
-from redis_server import RedisServer, redis_available
-
+from bench.common.clients import random_bodies, wait_route
+from bench.common.cluster import staticmq_cluster
+from bench.common.redis_server import RedisServer, redis_available
+from bench.common.report import Runner, emit, measure, versus
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.testing import LocalCluster
 
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000
@@ -110,18 +106,19 @@ def staticmq_side(flush: str, batches: Batches, repeat: int, with_pull: bool) ->
     """Produce (and pull) runs against a fresh one-broker cluster with the given flush policy."""
     messages, warm = len(batches) * PRODUCE_BATCH, batches[:WARMUP_BATCHES]
     out: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-staticmq-") as tmp:
-        store = {"flush_interval_ms": 1000}
-        with LocalCluster(brokers=1, data_dir=tmp, flush=flush, store=store) as cluster:
-            with Admin(cluster.namesrv) as admin, Producer(cluster.namesrv) as producer:
-                staticmq_produce(producer, admin, "warmup", warm)()
-                setup: Runner = lambda i: staticmq_produce(producer, admin, f"bench-{i}", batches)  # noqa: E731
-                out["produce"] = measure(f"staticmq produce flush={flush}", setup, messages, repeat, width=34)
-            if with_pull:
-                with PullConsumer(cluster.namesrv) as consumer:
-                    staticmq_pull(consumer, "warmup", len(warm) * PRODUCE_BATCH)()
-                    setup = lambda i: staticmq_pull(consumer, f"bench-{repeat - 1}", messages)  # noqa: E731
-                    out["pull"] = measure("staticmq pull", setup, messages, repeat, width=34)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-staticmq-") as tmp,
+        staticmq_cluster(tmp, brokers=1, flush=flush) as cluster,
+    ):
+        with Admin(cluster.namesrv) as admin, Producer(cluster.namesrv) as producer:
+            staticmq_produce(producer, admin, "warmup", warm)()
+            setup: Runner = lambda i: staticmq_produce(producer, admin, f"bench-{i}", batches)  # noqa: E731
+            out["produce"] = measure(f"staticmq produce flush={flush}", setup, messages, repeat, width=34)
+        if with_pull:
+            with PullConsumer(cluster.namesrv) as consumer:
+                staticmq_pull(consumer, "warmup", len(warm) * PRODUCE_BATCH)()
+                setup = lambda i: staticmq_pull(consumer, f"bench-{repeat - 1}", messages)  # noqa: E731
+                out["pull"] = measure("staticmq pull", setup, messages, repeat, width=34)
     return out
 
 
@@ -129,8 +126,7 @@ def staticmq_side(flush: str, batches: Batches, repeat: int, with_pull: bool) ->
 
 
 def make_batches(messages: int) -> Batches:
-    blob = os.urandom(messages * BODY_BYTES)
-    bodies = [blob[i : i + BODY_BYTES] for i in range(0, len(blob), BODY_BYTES)]
+    bodies = random_bodies(messages, BODY_BYTES)
     return [bodies[i : i + PRODUCE_BATCH] for i in range(0, messages, PRODUCE_BATCH)]
 
 
@@ -158,33 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         rd_pull = measure("redis XRANGE", pull, messages, args.repeat, width=34)
         rd_produce_b = measure("redis XADD (vs flush=sync)", produce, messages, args.repeat, width=34)
 
-    rows = [
+    rows: list[tuple[str, list[float], list[float], float | None]] = [
         ("a. produce, flush=async 1s vs XADD everysec", sm_async["produce"], rd_produce_a, 2.0),
         ("b. produce, flush=sync vs XADD everysec", sm_sync["produce"], rd_produce_b, 1.0),
         ("c. pull (Arrow batches) vs XRANGE", sm_async["pull"], rd_pull, 2.0),
     ]
-    results = []
-    for test, sm, rd, target in rows:
-        ratio = max(sm) / max(rd)
-        results.append(
-            {
-                "test": test,
-                "staticmq_msgs_per_s": round(max(sm)),
-                "redis_msgs_per_s": round(max(rd)),
-                "ratio": round(ratio, 2),
-                "target": target,
-                "pass": ratio >= target,
-                "staticmq_runs": [round(r) for r in sm],
-                "redis_runs": [round(r) for r in rd],
-            }
-        )
-    table = [f"{'test':<46} {'staticmq msgs/s':>15} {'redis msgs/s':>13} {'ratio':>6} {'target':>7}  result"]
-    for r in results:
-        table.append(
-            f"{r['test']:<46} {r['staticmq_msgs_per_s']:>15,} {r['redis_msgs_per_s']:>13,} "
-            f"{r['ratio']:>5.2f}x {r['target']:>6.1f}x  {'PASS' if r['pass'] else 'FAIL'}"
-        )
-    print("\n".join(table), file=sys.stderr if args.json else sys.stdout)
+    results, table = versus(rows, width=46)
+    emit(table, args.json)
     if args.json:
         config = {"messages": messages, "body_bytes": BODY_BYTES, "repeat": args.repeat, "statistic": "best"}
         print(json.dumps({"config": config, "results": results}, indent=2))

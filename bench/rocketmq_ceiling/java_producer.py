@@ -1,6 +1,6 @@
-"""RocketMQ's own Java producers, driven from Python for bench/rocketmq_ceiling.py: bench/java/
-RocketMQProducerBench.java compiled once against RocketMQ's cached jars, one timed run per process,
-and the CPU its servers spent meanwhile."""
+"""RocketMQ's own Java producers, driven from Python for `bench.rocketmq_ceiling`:
+bench/rocketmq_ceiling/java/RocketMQProducerBench.java compiled once against RocketMQ's cached jars,
+one timed run per process, and the CPU its servers spent meanwhile."""
 
 from __future__ import annotations
 
@@ -8,23 +8,17 @@ import json
 import re
 import subprocess
 import threading
-from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from bench.peers.cpu import tree_cpu
+from bench.common.cpu import cpu_of
 from staticmq_spark.testing.rocketmq_cluster import compile_client
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "RocketMQProducerBench.java"
 
 
-def cpu_of(pids: Iterable[int]) -> float:
-    """CPU-seconds so far of the processes `pids` and their children."""
-    return sum(sum(tree_cpu(pid).values()) for pid in pids)
-
-
 class JavaProducer:
-    """bench/java/RocketMQProducerBench.java, compiled once with javac against RocketMQ's cached jars
+    """java/RocketMQProducerBench.java (beside this module), compiled once with javac against RocketMQ's cached jars
     (as tests/spark/test_source_group_start.py does with GroupConsumer.java)."""
 
     def __init__(self, workdir: Path) -> None:
