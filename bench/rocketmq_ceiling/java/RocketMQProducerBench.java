@@ -26,7 +26,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 
 /**
- * RocketMQ's own Java producer at full speed, the ceiling of any sink on RocketMQ (bench/rocketmq_ceiling.py).
+ * RocketMQ's own Java producer at full speed, the ceiling of any sink on RocketMQ (bench.rocketmq_ceiling).
  *
  * <pre>
  * java -cp ROCKETMQ_JARS/*:CLASSES RocketMQProducerBench NAMESRV TOPIC ROWS SIZE MODE THREADS BATCH WARMUP_TOPIC
