@@ -49,13 +49,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.harness import log, spark_session
-from bench.peers import chart, clients, spark_figures
-from bench.peers.cpu import CpuMeter, descendants
-from bench.peers.kafka_server import KAFKA_VERSION, KafkaServer
-from bench.peers.report import Figures, summary, table
+from bench.common import clients
+from bench.common.cpu import CpuMeter, descendants
+from bench.common.kafka_server import KAFKA_VERSION, KafkaServer
+from bench.common.report import Figures, log, summary
+from bench.common.spark import spark_session
+from bench.common.spark_kafka import spark_kafka_jars
+from bench.peers import chart, spark_figures
+from bench.peers.report import table
 from bench.peers.spark_figures import Endpoint
-from bench.peers.spark_kafka import spark_kafka_jars
 from staticmq_spark.testing import LocalCluster
 from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocketMQ
 

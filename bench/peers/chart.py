@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.harness import log
+from bench.common.report import log
 
 COLORS = {"staticmq": "#1f77b4", "staticmq-on-rocketmq": "#2ca02c", "kafka": "#7f7f7f", "rocketmq": "#ff7f0e"}
 

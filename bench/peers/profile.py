@@ -23,8 +23,10 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from bench.harness import log, spark_session
-from bench.peers import clients, spark_figures
+from bench.common import clients
+from bench.common.report import log
+from bench.common.spark import spark_session
+from bench.peers import spark_figures
 from bench.peers.spark_figures import Endpoint
 from staticmq_spark.testing import LocalCluster
 

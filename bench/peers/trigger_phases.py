@@ -30,11 +30,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.harness import log, spark_session
-from bench.peers import clients, floor_source
-from bench.peers.kafka_server import KafkaServer
+from bench.common import clients
+from bench.common.kafka_server import KafkaServer
+from bench.common.report import log
+from bench.common.spark import spark_session
+from bench.common.spark_kafka import spark_kafka_jars
+from bench.peers import floor_source
 from bench.peers.spark_figures import Endpoint, latency_run
-from bench.peers.spark_kafka import spark_kafka_jars
 from staticmq_spark.testing import LocalCluster
 from staticmq_spark.worker_site import register
 

@@ -23,7 +23,7 @@ def driver_main(args: argparse.Namespace) -> int:
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     from pyspark.sql import SparkSession
 
-    from bench.harness import SPARK_CONF
+    from bench.common.spark import SPARK_CONF
     from staticmq_spark.lakehouse import start_bronze
     from staticmq_spark.spark_session import configure_spark
 
