@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.common.report import Figures, paired_ratios, ratio_text, summary
-
-__all__ = ["SYSTEMS", "Figures", "paired_ratios", "ratio_text", "summary", "table"]
+from bench.common.report import paired_ratios, ratio_text, summary
 
 SYSTEMS = ("staticmq", "staticmq-on-rocketmq", "kafka", "rocketmq")
 

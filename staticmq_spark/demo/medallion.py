@@ -39,7 +39,7 @@ DRIVER_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # silver/gold runs its micro-batches back to back: each takes 3-6 s on 2 cores (Delta's two idempotent
 # commits cost about 2.3 s of it, whatever the rows) and takes all that bronze committed meanwhile.
 # 100 ms rather than 0: with nothing new, a 0-second trigger would look at bronze's log every 10 ms.
-# results polls gold's change feed twice a second (docs/benchmark-investigations.md, 2026-11-27).
+# results polls gold's change feed twice a second (docs/investigations/2026-11-27-demo-pipeline-delta-floor.md).
 SILVER_GOLD_TRIGGER = "100 milliseconds"
 RESULTS_TRIGGER = "500 milliseconds"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -73,7 +73,8 @@ def demo_session(app_name: str = "staticmq-demo") -> SparkSession:
     )
     # The demo's JVM lives about a minute: C2's compile threads would take most of a core of two for
     # all of it (bronze caught up 8-10 s after the last event with them, 4-6 s without; see
-    # docs/benchmark-investigations.md). A long-running job keeps Java's default (tiered, with C2).
+    # docs/investigations/2026-11-27-demo-pipeline-delta-floor.md). A long-running job keeps
+    # Java's default (tiered, with C2).
     java_options = [DRIVER_JIT]
     log4j = CONF_DIR / "log4j2.properties"
     if log4j.exists():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from bench.common.report import Figures, paired_ratios, ratio_text, summary
 from bench.peers.__main__ import main
-from bench.peers.report import Figures, paired_ratios, ratio_text, summary, table
+from bench.peers.report import table
 
 
 def _figures() -> Figures:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.rocketmq_ceiling import add_best, table
+from bench.rocketmq_ceiling.report import add_best, table
 
 
 def _records() -> list[dict[str, Any]]:
