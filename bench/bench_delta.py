@@ -44,8 +44,8 @@ from bench.peers.kafka_server import KafkaServer
 from bench.peers.spark_kafka import spark_kafka_jars
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.lakehouse import BRONZE_COLUMNS, bronze_stream
+from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.spark_session import delta_conf
-from staticmq_spark.testing import LocalCluster
 
 TOPIC = "bench-delta"
 BODY_BYTES = 100

@@ -40,7 +40,7 @@ from harness import Runner, measure, wait_route
 from redis_server import RedisServer, redis_available
 
 from staticmq_spark.client import Admin, PopConsumer, Producer
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000

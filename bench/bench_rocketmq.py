@@ -36,8 +36,8 @@ from harness import log
 from harness import spark_session as harness_session
 
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 
 BODY_BYTES = 100
 BATCH = 1000

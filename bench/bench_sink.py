@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from
 from harness import log, spark_session
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 QUEUES = 8
 BROKERS = 2

@@ -51,12 +51,12 @@ from harness import spark_session as harness_session
 
 from staticmq_spark.backends import open_backend
 from staticmq_spark.client import Admin, Producer
+from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.planner import plan_partitions, settings_of
 from staticmq_spark.source.schema import arrow_schema, spark_schema
 from staticmq_spark.source.snapshot import take_snapshot
-from staticmq_spark.testing import LocalCluster
 from staticmq_spark.worker_site import register
 
 BODY_BYTES = 100

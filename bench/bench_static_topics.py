@@ -48,8 +48,8 @@ from harness import log
 
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import StaticMQError
+from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.mapping import MappingItem, SegmentTable, settle_logic_offset
-from staticmq_spark.testing import LocalCluster
 
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from
 import pyarrow.compute as pc
 
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 
 TOPIC = "bench-tags"
 BATCH = 1000

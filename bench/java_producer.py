@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.peers.cpu import tree_cpu
-from staticmq_spark.testing.rocketmq_cluster import compile_client
+from tests.support.rocketmq_tools import compile_client
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "RocketMQProducerBench.java"
 

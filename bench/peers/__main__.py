@@ -56,8 +56,8 @@ from bench.peers.kafka_server import KAFKA_VERSION, KafkaServer
 from bench.peers.report import Figures, summary, table
 from bench.peers.spark_figures import Endpoint
 from bench.peers.spark_kafka import spark_kafka_jars
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.rocketmq import ROCKETMQ_VERSION, LocalRocketMQ
 
 STATICMQ_VERSION = "0.1.0"
 VERSIONS = {"staticmq": STATICMQ_VERSION, "kafka": KAFKA_VERSION, "rocketmq": ROCKETMQ_VERSION}

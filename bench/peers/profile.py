@@ -26,7 +26,7 @@ from collections.abc import Callable
 from bench.harness import log, spark_session
 from bench.peers import clients, spark_figures
 from bench.peers.spark_figures import Endpoint
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 WAITS = ("Condition.wait", "Event.wait", "_worker (thread.py", "_serve (_server.py", "manager (daemon.py")
 

@@ -35,7 +35,7 @@ from bench.peers import clients, floor_source
 from bench.peers.kafka_server import KafkaServer
 from bench.peers.spark_figures import Endpoint, latency_run
 from bench.peers.spark_kafka import spark_kafka_jars
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.worker_site import register
 
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")

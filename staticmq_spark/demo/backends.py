@@ -14,8 +14,8 @@ from staticmq_spark.backends.address import parse_address
 from staticmq_spark.backends.registry import scheme_of
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from staticmq_spark.tls_files import write_tls_files
 
 INPUT_TOPIC = "pageviews"
