@@ -15,12 +15,12 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.mapping.views import BrokerState, PhysicalBounds
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.ack_outcomes import AckOutcome
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
-from staticmq_spark.protocol.codec import DECODED_SCHEMA
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.route_view import QueueAddress
+from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import DECODED_SCHEMA
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.topics.route_view import QueueAddress
 
 if TYPE_CHECKING:
     from staticmq_spark.errors import StaticMQError
@@ -70,7 +70,7 @@ class Capabilities:
 
 @dataclass(frozen=True, slots=True)
 class MessageColumns:
-    """`columns` in protocol.codec.DECODED_SCHEMA (key, tags, body, properties, born_timestamp),
+    """`columns` in protocol.rows.codec.DECODED_SCHEMA (key, tags, body, properties, born_timestamp),
     with each message's physical queue offset and store time (ms)."""
 
     columns: pa.RecordBatch

@@ -21,8 +21,8 @@ from staticmq_spark.backends.targets import KEYLESS
 from staticmq_spark.backends.types import ClientSecurity, SendOutcome, SendResult, per_message_outcomes
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
-from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.security.auth import Credentials
 
 DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 
@@ -151,7 +151,7 @@ class Producer(Closeable):
     def send_packed(
         self, topic: str, packed: PackedBatch, *, keys: Any = None, queue: int | None = None, queues: Any = None
     ) -> list[SendResult]:
-        """Send already-packed rows (protocol.codec): explicit queues, then keys, then the selector."""
+        """Send already-packed rows (protocol.rows.codec): explicit queues, then keys, then the selector."""
         return self._port.send_packed(topic, packed, keys=keys, queue=queue, queues=queues)
 
     def topic_is_static(self, topic: str) -> bool:

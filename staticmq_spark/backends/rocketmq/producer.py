@@ -24,10 +24,10 @@ from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.row_decode import decode_batch
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import decode_batch
+from staticmq_spark.protocol.security.auth import Credentials
 
 log = logging.getLogger(__name__)
 _PROPS = pa.map_(pa.string(), pa.string())
@@ -93,7 +93,7 @@ class RocketMQProducer(Closeable):
     def send_packed(
         self, topic: str, packed: PackedBatch, *, keys: Any = None, queue: int | None = None, queues: Any = None
     ) -> list[SendResult]:
-        """Rows packed in staticmq's row format (protocol.codec), decoded to columns and sent."""
+        """Rows packed in staticmq's row format (protocol.rows.codec), decoded to columns and sent."""
         rows = decode_batch(packed, properties=True)
         col = rows.column
         return self.send_batch(

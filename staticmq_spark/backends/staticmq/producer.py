@@ -33,12 +33,12 @@ from staticmq_spark.backends.targets import group_rows, row_targets
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
-from staticmq_spark.protocol.auth import ClientSecurity, Credentials
-from staticmq_spark.protocol.codec import PackedBatch, split_by_bytes
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
-from staticmq_spark.protocol.row_encode import encode_columns
-from staticmq_spark.protocol.topic import ORDERS
+from staticmq_spark.protocol.rows.codec import PackedBatch, split_by_bytes
+from staticmq_spark.protocol.rows.encode import encode_columns
+from staticmq_spark.protocol.security.auth import ClientSecurity, Credentials
+from staticmq_spark.protocol.topics.config import ORDERS
+from staticmq_spark.protocol.topics.route_view import QueueAddress, TopicRouteView
 
 DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 
