@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.types import (
+    DEFAULT_REQUEST_BYTES,
     BrokerState,
     BrokerSummary,
     Capabilities,
@@ -125,7 +126,7 @@ class ProducerSettings:
     retries: int = 2
     active_detection: bool = True
     detection_interval_s: float = 2.0
-    max_request_bytes: int = 8 << 20
+    max_request_bytes: int = DEFAULT_REQUEST_BYTES
     producer_group: str = field(default="staticmq_producer")
 
 

@@ -201,6 +201,12 @@ def per_message_outcomes(
     return [o for o in out if o is not None]
 
 
+# The most bytes of rows one request to a broker carries unless configured otherwise: a producer's
+# send (ProducerSettings.max_request_bytes) and a sink task's staging request (WriteSettings.request_bytes,
+# the sink's requestBytes). Larger batches go as several requests (a broker takes up to max_batch_bytes).
+DEFAULT_REQUEST_BYTES = 8 << 20
+
+
 @dataclass(frozen=True, slots=True)
 class WriteSettings:
     """How the sink writes (parsed once from the sink's options)."""
@@ -210,7 +216,7 @@ class WriteSettings:
     order: str | None = None
     send_timeout_ms: int = 60_000
     active_detection: bool = True
-    request_bytes: int = 8 << 20
+    request_bytes: int = DEFAULT_REQUEST_BYTES
     security: ClientSecurity = PLAIN
     delivery: str = "exactly-once"  # EXACTLY_ONCE or AT_LEAST_ONCE (backends.api)
     decision_topic: str = "staticmq_sink_decisions"  # RocketMQ's exactly-once sink: its decisions

@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from staticmq_spark.backends.types import WriteSettings
+from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, WriteSettings
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.option_table import SECURITY_OPTIONS, Option, OptionTable, client_security, cluster_address
 
@@ -38,7 +38,7 @@ SINK_OPTIONS = OptionTable(
         ),
         Option("sendTimeoutMs", "positive", "how long a row keeps trying its queue", default="60000"),
         Option("activeDetection", "bool", "probe brokers so keyless rows skip unreachable ones", default="true"),
-        Option("requestBytes", "positive", "bytes per staging request", default=str(8 << 20)),
+        Option("requestBytes", "positive", "bytes per staging request", default=str(DEFAULT_REQUEST_BYTES)),
         Option(
             "deliveryGuarantee",
             "choice",
@@ -78,7 +78,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
         order=opts.choice("orderStrategy"),
         send_timeout_ms=opts.positive("sendTimeoutMs") or 60_000,
         active_detection=opts.flag("activeDetection"),
-        request_bytes=opts.positive("requestBytes") or 8 << 20,
+        request_bytes=opts.positive("requestBytes") or DEFAULT_REQUEST_BYTES,
         security=client_security(opts),
         delivery=opts.choice("deliveryGuarantee") or "exactly-once",
         decision_topic=opts.text("decisionTopic") or "staticmq_sink_decisions",

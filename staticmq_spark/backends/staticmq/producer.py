@@ -30,7 +30,7 @@ from staticmq_spark.backends.staticmq.route import RouteCache
 from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, ReachabilityDetector
 from staticmq_spark.backends.targets import group_rows, row_targets
-from staticmq_spark.backends.types import SendResult
+from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
@@ -39,8 +39,6 @@ from staticmq_spark.protocol.rows.encode import encode_columns
 from staticmq_spark.protocol.security.auth import ClientSecurity, Credentials
 from staticmq_spark.protocol.topics.config import ORDERS
 from staticmq_spark.protocol.topics.route_view import QueueAddress, TopicRouteView
-
-DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 
 
 class StaticMQProducer(Closeable):
@@ -54,7 +52,7 @@ class StaticMQProducer(Closeable):
         retries: int = 2,
         active_detection: bool = True,
         detection_interval_s: float = 2.0,
-        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes: int = DEFAULT_REQUEST_BYTES,
         channels: Channels | None = None,
         credentials: Credentials | tuple[str, str] | None = None,
         tls_ca: str | Path | None = None,
