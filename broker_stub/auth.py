@@ -1,8 +1,8 @@
 """Authentication and authorization of every RPC (servers started with `--acl FILE`).
 
-`AuthInterceptor` checks the signature of each call (protocol/auth.py), then what the call needs
+`AuthInterceptor` checks the signature of each call (protocol/security/auth.py), then what the call needs
 (`NEEDS`: one row per RPC, read from the decoded request) against the caller's account
-(protocol/acl.py). A refused call never reaches its servicer, so it changes nothing.
+(protocol/security/acl.py). A refused call never reaches its servicer, so it changes nothing.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 import grpc
 
 from staticmq_spark.errors import AccessDeniedError, StaticMQError
-from staticmq_spark.protocol.acl import Acl, Need, Perm
-from staticmq_spark.protocol.auth import check_signature, signed_call
-from staticmq_spark.protocol.grpc_errors import CODE_KEY
-from staticmq_spark.protocol.stage_wire import decode_stage_request
+from staticmq_spark.protocol.security.acl import Acl, Need, Perm
+from staticmq_spark.protocol.security.auth import check_signature, signed_call
+from staticmq_spark.protocol.transport.grpc_errors import CODE_KEY
+from staticmq_spark.protocol.wire.stage_request import decode_stage_request
 
 log = logging.getLogger(__name__)
 

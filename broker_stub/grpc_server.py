@@ -16,7 +16,7 @@ from broker_stub.auth import AuthInterceptor
 from broker_stub.security import OPEN, ServerSecurity
 from broker_stub.store.atomic_file import atomic_write_json
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.protocol.channels import MAX_MESSAGE_BYTES
+from staticmq_spark.protocol.transport.channels import MAX_MESSAGE_BYTES
 
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

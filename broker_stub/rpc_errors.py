@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import grpc
 
 from staticmq_spark.errors import DiskFullError, InternalError, StaticMQError
-from staticmq_spark.protocol.grpc_errors import CODE_KEY
+from staticmq_spark.protocol.transport.grpc_errors import CODE_KEY
 
 log = logging.getLogger(__name__)
 

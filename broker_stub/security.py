@@ -10,8 +10,8 @@ from pathlib import Path
 import grpc
 
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.protocol.acl import Acl, load_acl
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity, Credentials, credentials_from_keys
+from staticmq_spark.protocol.security.acl import Acl, load_acl
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity, Credentials, credentials_from_keys
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.rows import arrays
 
 _C1 = np.uint32(0xCC9E2D51)
 _C2 = np.uint32(0x1B873593)

@@ -21,7 +21,7 @@ from typing import Any
 
 from staticmq_spark.backends.address import parse_address
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.protocol.auth import ClientSecurity, credentials_from_keys
+from staticmq_spark.protocol.security.auth import ClientSecurity, credentials_from_keys
 
 SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})  # keys Spark itself may add
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)

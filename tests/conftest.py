@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.support.backends import Backend, rocketmq_backend, staticmq_backend
 from tests.support.cluster_process import ClusterProcess
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 ASYNC_INTERVAL_MS = 1000  # flush=async: every second, like Redis' appendfsync everysec
 

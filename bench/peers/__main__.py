@@ -58,8 +58,8 @@ from bench.common.spark_kafka import spark_kafka_jars
 from bench.peers import chart, spark_figures
 from bench.peers.report import table
 from bench.peers.spark_figures import Endpoint
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import ROCKETMQ_VERSION, LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.rocketmq import ROCKETMQ_VERSION, LocalRocketMQ
 
 STATICMQ_VERSION = "0.1.0"
 VERSIONS = {"staticmq": STATICMQ_VERSION, "kafka": KAFKA_VERSION, "rocketmq": ROCKETMQ_VERSION}

@@ -28,7 +28,7 @@ from bench.common.report import log
 from bench.common.spark import spark_session
 from bench.peers import spark_figures
 from bench.peers.spark_figures import Endpoint
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 WAITS = ("Condition.wait", "Event.wait", "_worker (thread.py", "_serve (_server.py", "manager (daemon.py")
 

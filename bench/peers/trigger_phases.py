@@ -37,7 +37,7 @@ from bench.common.spark import spark_session
 from bench.common.spark_kafka import spark_kafka_jars
 from bench.peers import floor_source
 from bench.peers.spark_figures import Endpoint, latency_run
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.worker_site import register
 
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")

@@ -75,11 +75,12 @@ from bench.rocketmq_ceiling.java_producer import JavaProducer
 from bench.rocketmq_ceiling.report import FIGURE, MAX_BATCH_BYTES, add_best, table
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.client import PullConsumer
-from staticmq_spark.testing.rocketmq_cluster import (
+from staticmq_spark.local_clusters.rocketmq import (
     ROCKETMQ_VERSION,
     TRANSACTION_TIMEOUT_MS,
     LocalRocketMQ,
 )
+from tests.support.rocketmq_tools import update_broker_config
 
 QUEUES = 2
 
@@ -220,11 +221,11 @@ class Ceiling:
         topic = "ceil-java-txn-static-diagnostic"
         self.make_topic(topic, static=True)
         # RocketMQ's default, for this diagnostic only (LocalRocketMQ's is 10 min); read at every check
-        self.rmq.update_broker_config("transactionTimeOut", 6000)
+        update_broker_config(self.rmq, "transactionTimeOut", 6000)
         try:
             r = self.java.run(self.rmq.namesrv, topic, rows, 100, "transactional", threads, 1, "-", self.rmq_pids)
         finally:
-            self.rmq.update_broker_config("transactionTimeOut", TRANSACTION_TIMEOUT_MS)
+            update_broker_config(self.rmq, "transactionTimeOut", TRANSACTION_TIMEOUT_MS)
         time.sleep(2)
         r["messages"] = rocketmq_rows(self.rmq, topic)
         log(f"java-txn-{threads}t on a static topic, {rows:,} rows of 100 B: sent in {r['send_seconds']:.1f} s,"

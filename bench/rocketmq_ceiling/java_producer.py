@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.common.cpu import cpu_of
-from staticmq_spark.testing.rocketmq_cluster import compile_client
+from tests.support.rocketmq_tools import compile_client
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "RocketMQProducerBench.java"
 

@@ -31,7 +31,7 @@ from bench.common.cluster import staticmq_cluster
 from bench.common.report import emit, interleaved, log, run_summary
 from bench.common.spark import run_query, spark_session
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 
 BODY_BYTES = 100
 BATCH = 1000

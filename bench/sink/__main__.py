@@ -43,7 +43,7 @@ from bench.common.cluster import staticmq_cluster
 from bench.common.report import emit, interleaved, log
 from bench.common.spark import spark_session
 from staticmq_spark.client import PullConsumer
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 QUEUES = 8
 BROKERS = 2

@@ -50,7 +50,7 @@ class StaticMQBackend(Backend):
     name = "staticmq"
 
     def __init__(self, root: Path) -> None:
-        from staticmq_spark.testing import LocalCluster
+        from staticmq_spark.local_clusters import LocalCluster
 
         self.cluster = LocalCluster(brokers=3, data_dir=root / "cluster", flush="sync")
 
@@ -80,7 +80,7 @@ class RocketMQBackend(Backend):
     cluster_name = "DefaultCluster"  # LocalRocketMQ's brokerClusterName
 
     def __init__(self, root: Path) -> None:
-        from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+        from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 
         self.cluster = LocalRocketMQ(root / "rocketmq", brokers=3)
 

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from bench.common.cluster import staticmq_cluster
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 
 TOPIC = "bench-tags"
 BATCH = 1000

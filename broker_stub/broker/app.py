@@ -29,10 +29,10 @@ from broker_stub.store.identity import claim_data_dir
 from broker_stub.store.mapping_files import MappingFiles
 from broker_stub.store.message_store import MessageStore
 from broker_stub.store.topic_configs import TopicConfigs
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
-from staticmq_spark.protocol.names import validate_broker_name
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.topic_wire import config_to_pb
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.topics.names import validate_broker_name
+from staticmq_spark.protocol.wire.topic_config import config_to_pb
 
 log = logging.getLogger(__name__)
 

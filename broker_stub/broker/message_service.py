@@ -15,12 +15,12 @@ from broker_stub.config import BrokerConfig
 from broker_stub.store.message_store import MessageStore
 from broker_stub.store.store_results import ReadResult
 from staticmq_spark.errors import InvalidArgumentError, QueueNotFoundError, StaticTopicRefusedError
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.row_decode import validate_batch
-from staticmq_spark.protocol.tag_expression import parse_tag_expression
-from staticmq_spark.protocol.tag_filter import filter_codes
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.consume.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.consume.tag_filter import filter_codes
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import validate_batch
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class PullQuery:
     wait_ms: int = 0
     group: str = ""
     physical: bool = False
-    subscription: str = ""  # a tag expression (protocol.tag_filter); "" or "*": every message
+    subscription: str = ""  # a tag expression (protocol.consume.tag_filter); "" or "*": every message
 
 
 @dataclass(frozen=True, slots=True)

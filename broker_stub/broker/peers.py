@@ -11,13 +11,13 @@ from typing import TypeVar
 import grpc
 
 from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
-from staticmq_spark.protocol.channels import Channels
-from staticmq_spark.protocol.grpc_errors import translate
-from staticmq_spark.protocol.names import split_addresses
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.route_wire import route_from_pb
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.topics.names import split_addresses
+from staticmq_spark.protocol.transport.channels import Channels
+from staticmq_spark.protocol.transport.grpc_errors import translate
+from staticmq_spark.protocol.wire.topic_route import route_from_pb
 
 REFRESH_S = 5.0
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from broker_stub.broker.static_topic_service import StaticTopicService
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from staticmq_spark.errors import InvalidArgumentError, QueueNotFoundError
-from staticmq_spark.protocol.codec import PackedBatch
+from staticmq_spark.protocol.rows.codec import PackedBatch
 
 
 @dataclass(frozen=True, slots=True)

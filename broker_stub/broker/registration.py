@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import grpc
 
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
-from staticmq_spark.protocol.channels import Channels
-from staticmq_spark.protocol.names import split_addresses
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.topics.names import split_addresses
+from staticmq_spark.protocol.transport.channels import Channels
 
 log = logging.getLogger(__name__)
 

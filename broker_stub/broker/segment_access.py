@@ -16,8 +16,8 @@ from broker_stub.store.message_store import MessageStore
 from broker_stub.store.store_results import ReadResult
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.mapping import MappingItem
+from staticmq_spark.protocol.consume.pull_status import PullStatus
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.pull_status import PullStatus
 
 BOUNDS_TTL_S = 1.0
 

@@ -16,13 +16,13 @@ from broker_stub.broker.sink_service import SinkService
 from broker_stub.rpc_errors import rpc_method
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.mapping import TopicQueueMapping
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.pull_wire import PULL_METHOD, encode_pull_response
-from staticmq_spark.protocol.stage_wire import StageChunk, decode_stage_request
-from staticmq_spark.protocol.topic_wire import config_from_pb, config_to_pb
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.topics.names import validate_group
+from staticmq_spark.protocol.wire.pull_response import PULL_METHOD, encode_pull_response
+from staticmq_spark.protocol.wire.stage_request import StageChunk, decode_stage_request
+from staticmq_spark.protocol.wire.topic_config import config_from_pb, config_to_pb
 
 MAX_IDEMPOTENCY_KEY = 512
 if TYPE_CHECKING:
@@ -34,8 +34,8 @@ STAGE_ROWS_METHOD = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/Stag
 
 class RawBatches(_ServerInterceptor):
     """The two RPCs that carry message batches skip protobuf for them: StageRows gets its request
-    undecoded (BrokerServicer.StageRows reads the rows in place, stage_wire.py) and Pull answers
-    with bytes it wrote itself (pull_wire.py), where protobuf would copy the rows twice each way."""
+    undecoded (BrokerServicer.StageRows reads the rows in place, protocol/wire/stage_request.py) and Pull answers
+    with bytes it wrote itself (protocol/wire/pull_response.py), where protobuf would copy the rows twice each way."""
 
     def intercept_service(
         self,
@@ -260,7 +260,7 @@ def encode_pull(out: PullOutcome) -> pb.PullResponse:
 
 
 def encode_pull_bytes(out: PullOutcome) -> bytes:
-    """The serialized answer, its rows copied once (pull_wire.encode_pull_response)."""
+    """The serialized answer, its rows copied once (protocol.wire.pull_response.encode_pull_response)."""
     return encode_pull_response(_pull_head(out), out.data, out.sizes)
 
 

@@ -44,10 +44,10 @@ from staticmq_spark.errors import (
     QueueNotFoundError,
     StaticTopicRefusedError,
 )
-from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.row_decode import validate_batch
-from staticmq_spark.protocol.stage_wire import StageChunk
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import validate_batch
+from staticmq_spark.protocol.wire.stage_request import StageChunk
 
 APPEND_BYTES = 16 << 20  # staged chunks of one logic queue are appended together, up to this size
 

@@ -19,7 +19,7 @@ from broker_stub.broker.message_service import PullOutcome
 from broker_stub.broker.segment_access import PhysicalRead, SegmentAccess
 from staticmq_spark.errors import InternalError
 from staticmq_spark.mapping import Chain, first_decided, locate, next_decided
-from staticmq_spark.protocol.pull_status import PullStatus
+from staticmq_spark.protocol.consume.pull_status import PullStatus
 
 
 class StaticReads:

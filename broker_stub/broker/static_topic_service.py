@@ -30,11 +30,11 @@ from staticmq_spark.errors import (
     TopicNotFoundError,
 )
 from staticmq_spark.mapping import Chain, MappingItem, TopicQueueMapping, check_transition, first_decided, locate
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.names import validate_topic
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
-from staticmq_spark.protocol.topic_wire import config_to_pb
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.topics.config import PERM_READ_WRITE, TopicConfig
+from staticmq_spark.protocol.topics.names import validate_topic
+from staticmq_spark.protocol.wire.topic_config import config_to_pb
 
 
 @dataclass(frozen=True, slots=True)

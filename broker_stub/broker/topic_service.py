@@ -12,8 +12,8 @@ from staticmq_spark.errors import (
     StaticTopicRefusedError,
     TopicNotFoundError,
 )
-from staticmq_spark.protocol.names import validate_topic
-from staticmq_spark.protocol.topic import ORDERS, PERM_READ_WRITE, TopicConfig
+from staticmq_spark.protocol.topics.config import ORDERS, PERM_READ_WRITE, TopicConfig
+from staticmq_spark.protocol.topics.names import validate_topic
 
 MAX_QUEUES = 1024
 

@@ -14,9 +14,9 @@ from broker_stub.namesrv.route_registry import RouteRegistry
 from broker_stub.rpc_errors import rpc_method
 from broker_stub.security import OPEN, ServerSecurity
 from staticmq_spark.errors import InvalidArgumentError
-from staticmq_spark.protocol.names import validate_broker_name
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
+from staticmq_spark.protocol.topics.names import validate_broker_name
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from broker_stub.store.record import (
 from broker_stub.store.retired_fds import RetiredFds
 from broker_stub.store.spans import distinct_sorted, pieces_of
 from staticmq_spark.errors import DataCorruptError
-from staticmq_spark.protocol.codec import Int32Array, Int64Array
+from staticmq_spark.protocol.rows.codec import Int32Array, Int64Array
 
 log = logging.getLogger(__name__)
 

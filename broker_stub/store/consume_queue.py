@@ -3,7 +3,7 @@
 Entries are fixed-width (24 bytes) and live in files of `entries_per_file` entries named by the
 offset of their first entry, so offset o is at byte (o % entries_per_file) * 24 of file
 o // entries_per_file. Offsets start at 0 and are contiguous; retention raises `min_offset`. The
-tag code (`flags`, protocol.tag_filter) lets a pull with a tag filter skip messages without reading
+tag code (`flags`, protocol.consume.tag_filter) lets a pull with a tag filter skip messages without reading
 them; entries written before tag codes existed, linked by the sink or rebuilt by recovery have
 UNKNOWN (0) there, and a filter keeps them for the reader to check.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker_stub.store.retired_fds import RetiredFds
-from staticmq_spark.protocol.codec import Int32Array
+from staticmq_spark.protocol.rows.codec import Int32Array
 
 ENTRY_DTYPE = np.dtype([("pos", "<i8"), ("size", "<i4"), ("flags", "<i4"), ("store_ts", "<i8")])
 ENTRY_SIZE = ENTRY_DTYPE.itemsize  # 24
@@ -209,7 +209,7 @@ class ConsumeQueue:
 
 def entries_for(rows_at: int, sizes: Int32Array, store_ts: int, tag_codes: Int32Array | None = None) -> Entries:
     """The entries of messages stored back to back from commit-log position `rows_at`, each with
-    its tag code (protocol.tag_filter) in `flags` (UNKNOWN, 0, when not given)."""
+    its tag code (protocol.consume.tag_filter) in `flags` (UNKNOWN, 0, when not given)."""
     entries = np.zeros(sizes.shape[0], dtype=ENTRY_DTYPE)
     if tag_codes is not None:
         entries["flags"] = tag_codes

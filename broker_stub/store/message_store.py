@@ -44,9 +44,9 @@ from broker_stub.store.redispatch import Redispatcher
 from broker_stub.store.retired_fds import RetiredFds
 from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord, duplicate_of, plan_link
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol.codec import Int32Array, PackedBatch
-from staticmq_spark.protocol.row_decode import tags_of
-from staticmq_spark.protocol.tag_filter import kept_by_codes, tag_codes
+from staticmq_spark.protocol.consume.tag_filter import kept_by_codes, tag_codes
+from staticmq_spark.protocol.rows.codec import Int32Array, PackedBatch
+from staticmq_spark.protocol.rows.decode import tags_of
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ class MessageStore:
         max_bytes: int,
         codes: Int32Array | None = None,
     ) -> ReadResult:
-        """Messages from `offset` on. With `codes` (a tag filter's, protocol.tag_filter) only
+        """Messages from `offset` on. With `codes` (a tag filter's, protocol.consume.tag_filter) only
         entries with one of those codes (or none recorded) are read from the commit log: up to
         FILTER_SCAN_FACTOR x `max_messages` entries are looked at, and when none matches the answer
         is NO_MATCHED_MESSAGE with the offset after them."""

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticmq_spark.protocol.codec import FLAG_KEY, FLAG_TAGS, KNOWN_FLAGS, Int32Array
-from staticmq_spark.protocol.codec import HEADER_DTYPE as ROW_HEADER
-from staticmq_spark.protocol.codec import HEADER_SIZE as ROW_HEADER_SIZE
+from staticmq_spark.protocol.rows.codec import FLAG_KEY, FLAG_TAGS, KNOWN_FLAGS, Int32Array
+from staticmq_spark.protocol.rows.codec import HEADER_DTYPE as ROW_HEADER
+from staticmq_spark.protocol.rows.codec import HEADER_SIZE as ROW_HEADER_SIZE
 
 MAGIC = 0x534D5131
 HEADER = struct.Struct("<IIIHHiqiqQI")

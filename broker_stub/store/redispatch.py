@@ -11,7 +11,7 @@ from collections.abc import Callable
 from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.consume_queue import ConsumeQueue, entries_for
 from broker_stub.store.record import FLAG_LINK, FLAG_STAGED, RecordHeader, decode_link
-from staticmq_spark.protocol.codec import Int32Array
+from staticmq_spark.protocol.rows.codec import Int32Array
 
 log = logging.getLogger(__name__)
 

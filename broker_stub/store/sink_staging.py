@@ -36,7 +36,7 @@ from broker_stub.store.atomic_file import atomic_write_bytes, fsync_path
 from broker_stub.store.direct_write import DirectWriter
 from broker_stub.store.record import FLAG_STAGED, HEADER_SIZE, RecordError, decode_header, encode_record, parse_record
 from staticmq_spark.errors import ConflictError, DataLossError, InvalidArgumentError
-from staticmq_spark.protocol.codec import Int32Array, PackedBatch
+from staticmq_spark.protocol.rows.codec import Int32Array, PackedBatch
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 KEEP_TXNS_PER_WRITER = 200

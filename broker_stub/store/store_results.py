@@ -14,8 +14,8 @@ import numpy as np
 from broker_stub.store.consume_queue import Entries, entries_for
 from broker_stub.store.idempotency import StoredBatch
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol.codec import Int32Array
-from staticmq_spark.protocol.pull_status import PullStatus
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.rows.codec import Int32Array
 
 
 class ReadStatus(enum.Enum):

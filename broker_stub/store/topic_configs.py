@@ -9,7 +9,7 @@ from pathlib import Path
 
 from broker_stub.store.atomic_file import atomic_write_json, read_json
 from staticmq_spark.errors import DataDirError
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 
 def new_uid() -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.protocol.names import split_addresses
+from staticmq_spark.protocol.topics.names import split_addresses
 
 SCHEMES = ("staticmq", "rocketmq", "memory")  # memory: the in-memory test backend (memory://NAME)
 

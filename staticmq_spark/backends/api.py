@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.types import (
+    DEFAULT_REQUEST_BYTES,
     BrokerState,
     BrokerSummary,
     Capabilities,
@@ -36,9 +37,9 @@ from staticmq_spark.backends.types import (
     WriteSettings,
 )
 from staticmq_spark.mapping import ConsistencyReport
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.route_view import TopicRouteView
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.topics.config import TopicConfig
+from staticmq_spark.protocol.topics.route_view import TopicRouteView
 
 
 class ClusterReader(Protocol):
@@ -70,7 +71,7 @@ class ClusterReader(Protocol):
     ) -> PhysicalRead:
         """Messages of physical queue `bname/queue` from physical `offset` on. `until` (the planned
         end) lets a backend pull the next range ahead while the caller decodes this one.
-        `subscription` (a tag expression, protocol.tag_filter): the broker skips messages whose tag
+        `subscription` (a tag expression, protocol.consume.tag_filter): the broker skips messages whose tag
         code does not match (their offsets are gaps; a read that matched nothing answers
         RETRY_AT_NEXT); the caller still checks each message's tag."""
         ...
@@ -133,7 +134,7 @@ class ProducerSettings:
     retries: int = 2
     active_detection: bool = True
     detection_interval_s: float = 2.0
-    max_request_bytes: int = 8 << 20
+    max_request_bytes: int = DEFAULT_REQUEST_BYTES
     producer_group: str = field(default="staticmq_producer")
 
 

@@ -13,8 +13,8 @@ import pyarrow as pa
 
 from staticmq_spark.errors import QueueNotFoundError
 from staticmq_spark.hashing import queues_for_keys
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.codec import PackedBatch, take_rows
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import PackedBatch, take_rows
 
 KEYLESS = -1
 

@@ -15,12 +15,12 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.mapping.views import BrokerState, PhysicalBounds
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.ack_outcomes import AckOutcome
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
-from staticmq_spark.protocol.codec import DECODED_SCHEMA
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.route_view import QueueAddress
+from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import DECODED_SCHEMA
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.topics.route_view import QueueAddress
 
 if TYPE_CHECKING:
     from staticmq_spark.errors import StaticMQError
@@ -71,7 +71,7 @@ class Capabilities:
 
 @dataclass(frozen=True, slots=True)
 class MessageColumns:
-    """`columns` in protocol.codec.DECODED_SCHEMA (key, tags, body, properties, born_timestamp),
+    """`columns` in protocol.rows.codec.DECODED_SCHEMA (key, tags, body, properties, born_timestamp),
     with each message's physical queue offset and store time (ms)."""
 
     columns: pa.RecordBatch
@@ -202,6 +202,12 @@ def per_message_outcomes(
     return [o for o in out if o is not None]
 
 
+# The most bytes of rows one request to a broker carries unless configured otherwise: a producer's
+# send (ProducerSettings.max_request_bytes) and a sink task's staging request (WriteSettings.request_bytes,
+# the sink's requestBytes). Larger batches go as several requests (a broker takes up to max_batch_bytes).
+DEFAULT_REQUEST_BYTES = 8 << 20
+
+
 @dataclass(frozen=True, slots=True)
 class WriteSettings:
     """How the sink writes (parsed once from the sink's options)."""
@@ -211,7 +217,7 @@ class WriteSettings:
     order: str | None = None
     send_timeout_ms: int = 60_000
     active_detection: bool = True
-    request_bytes: int = 8 << 20
+    request_bytes: int = DEFAULT_REQUEST_BYTES
     security: ClientSecurity = PLAIN
     delivery: str = "exactly-once"  # EXACTLY_ONCE or AT_LEAST_ONCE (backends.api)
     decision_topic: str = "staticmq_sink_decisions"  # RocketMQ's exactly-once sink: its decisions

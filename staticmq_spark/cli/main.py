@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from staticmq_spark.child_process import honour_parent
-from staticmq_spark.cli import admin_cmds, admin_group_cmds, demo_cmd, doctor_cmd, io_cmds, send_cmd, server_cmds
+from staticmq_spark.cli import admin_cmds, admin_group_cmds, demo_cmd, doctor_cmd, pull_cmd, send_cmd, server_cmds
 from staticmq_spark.errors import StaticMQError, missing_extra
 
 EXIT_ERROR = 1
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     server_cmds.register(sub)
     admin_cmds.register(sub)
     send_cmd.register(sub)
-    io_cmds.register(sub)
+    pull_cmd.register(sub)
     demo_cmd.register(sub)
     doctor_cmd.register(sub)
     return parser

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from staticmq_spark.protocol.auth import credentials_from_keys
+from staticmq_spark.protocol.security.auth import credentials_from_keys
 
 ENV = "NAMESRV_ADDR"
 

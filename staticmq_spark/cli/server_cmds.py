@@ -190,7 +190,7 @@ def cluster_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from staticmq_spark.testing import LocalCluster
+    from staticmq_spark.local_clusters import LocalCluster
 
     settings = cluster_settings(args)
     check_exposure(str(settings["host"]), args.insecure, "cluster", acl=bool(args.acl), tls=bool(args.tls_cert))

@@ -23,9 +23,9 @@ from staticmq_spark.client.groups import reset_offsets
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.closing import Closeable
 from staticmq_spark.mapping import ConsistencyReport
-from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.protocol.route_view import TopicRouteView
-from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
+from staticmq_spark.protocol.security.auth import Credentials
+from staticmq_spark.protocol.topics.config import PERM_READ_WRITE, TopicConfig
+from staticmq_spark.protocol.topics.route_view import TopicRouteView
 
 
 class Admin(Closeable):

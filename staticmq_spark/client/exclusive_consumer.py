@@ -9,7 +9,7 @@ from pathlib import Path
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import ClientSecurity, PullResult, QueueAddress
 from staticmq_spark.closing import Closeable
-from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.security.auth import Credentials
 
 
 class ExclusiveConsumer(Closeable):

@@ -13,7 +13,7 @@ from pathlib import Path
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import AckResult, ClientSecurity, PopMessage
 from staticmq_spark.closing import Closeable
-from staticmq_spark.protocol.auth import Credentials
+from staticmq_spark.protocol.security.auth import Credentials
 
 
 class PopConsumer(Closeable):

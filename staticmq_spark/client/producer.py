@@ -18,13 +18,17 @@ import pyarrow as pa
 
 from staticmq_spark.backends import ProducerSettings, open_backend
 from staticmq_spark.backends.targets import KEYLESS
-from staticmq_spark.backends.types import ClientSecurity, SendOutcome, SendResult, per_message_outcomes
+from staticmq_spark.backends.types import (
+    DEFAULT_REQUEST_BYTES,
+    ClientSecurity,
+    SendOutcome,
+    SendResult,
+    per_message_outcomes,
+)
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
-from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.protocol.codec import PackedBatch
-
-DEFAULT_MAX_REQUEST_BYTES = 8 << 20
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.security.auth import Credentials
 
 
 class Producer(Closeable):
@@ -42,7 +46,7 @@ class Producer(Closeable):
         retries: int = 2,
         active_detection: bool = True,
         detection_interval_s: float = 2.0,
-        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes: int = DEFAULT_REQUEST_BYTES,
         producer_group: str = "staticmq_producer",
         credentials: Credentials | tuple[str, str] | None = None,
         tls_ca: str | Path | None = None,
@@ -151,7 +155,7 @@ class Producer(Closeable):
     def send_packed(
         self, topic: str, packed: PackedBatch, *, keys: Any = None, queue: int | None = None, queues: Any = None
     ) -> list[SendResult]:
-        """Send already-packed rows (protocol.codec): explicit queues, then keys, then the selector."""
+        """Send already-packed rows (protocol.rows.codec): explicit queues, then keys, then the selector."""
         return self._port.send_packed(topic, packed, keys=keys, queue=queue, queues=queues)
 
     def topic_is_static(self, topic: str) -> bool:

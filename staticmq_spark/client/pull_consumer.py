@@ -9,9 +9,9 @@ from pathlib import Path
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import ClientSecurity, PullResult, QueueAddress, QueueOffsets
 from staticmq_spark.closing import Closeable
-from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.protocol.tag_expression import parse_tag_expression
-from staticmq_spark.protocol.tag_filter import tag_matches
+from staticmq_spark.protocol.consume.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.consume.tag_filter import tag_matches
+from staticmq_spark.protocol.security.auth import Credentials
 
 __all__ = ["PullConsumer", "QueueOffsets"]
 

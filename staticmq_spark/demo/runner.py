@@ -20,8 +20,8 @@ from tqdm import tqdm
 
 from staticmq_spark.client.producer import Producer
 from staticmq_spark.client.pull_consumer import PullConsumer
-from staticmq_spark.demo.backends import DemoCluster, open_demo_cluster
 from staticmq_spark.demo.checks import Check, LakeContents, OutputRows, check_refuses_unsigned, verify, verify_lake
+from staticmq_spark.demo.clusters import DemoCluster, open_demo_cluster
 from staticmq_spark.demo.events import EventLog, page_views
 from staticmq_spark.demo.sparkline import landed_events, per_second, report_lines
 

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from staticmq_spark.mapping.items import UNDECIDED, Chain
-from staticmq_spark.protocol.codec import ranges_to_indices
+from staticmq_spark.protocol.rows.codec import ranges_to_indices
 
 OPEN_END = np.iinfo(np.int64).max >> 20  # larger than any logic offset, still safe in composite keys
 _SHIFT = np.int64(1) << np.int64(43)  # logic offsets stay below 2**43; queue ids below 2**20

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from staticmq_spark.errors import StaticTopicRefusedError
 from staticmq_spark.mapping.consistency import ConsistencyReport, check_consistency
 from staticmq_spark.mapping.items import Chain, TopicQueueMapping
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 
 @dataclass(frozen=True, slots=True)

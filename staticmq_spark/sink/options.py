@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from staticmq_spark.backends.types import WriteSettings
+from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, WriteSettings
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.option_table import SECURITY_OPTIONS, Option, OptionTable, client_security, cluster_address
 
@@ -43,7 +43,7 @@ SINK_OPTIONS = OptionTable(
             "accepted, no effect on the sink: every row has a fixed logic queue (the Producer's applies)",
             default="true",
         ),
-        Option("requestBytes", "positive", "bytes per staging request", default=str(8 << 20)),
+        Option("requestBytes", "positive", "bytes per staging request", default=str(DEFAULT_REQUEST_BYTES)),
         Option(
             "deliveryGuarantee",
             "choice",
@@ -83,7 +83,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
         order=opts.choice("orderStrategy"),
         send_timeout_ms=opts.positive("sendTimeoutMs") or 60_000,
         active_detection=opts.flag("activeDetection"),
-        request_bytes=opts.positive("requestBytes") or 8 << 20,
+        request_bytes=opts.positive("requestBytes") or DEFAULT_REQUEST_BYTES,
         security=client_security(opts),
         delivery=opts.choice("deliveryGuarantee") or "exactly-once",
         decision_topic=opts.text("decisionTopic") or "staticmq_sink_decisions",

@@ -20,7 +20,7 @@ import pyarrow as pa
 from staticmq_spark.backends.targets import KEYLESS, row_targets
 from staticmq_spark.backends.types import SinkRows
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.rows import arrays
 
 
 def keyless_targets(partition: int, numbers: npt.NDArray[np.int64], total: int) -> npt.NDArray[np.int64]:

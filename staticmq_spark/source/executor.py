@@ -14,10 +14,10 @@ import pyarrow as pa
 from staticmq_spark.backends import ClusterReader, PullStatus, shared_backend
 from staticmq_spark.backends.types import MessageColumns
 from staticmq_spark.errors import DataLossError
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
-from staticmq_spark.protocol.tag_expression import TagFilter, parse_tag_expression
-from staticmq_spark.protocol.tag_filter import tag_matches
+from staticmq_spark.protocol.consume.tag_expression import TagFilter, parse_tag_expression
+from staticmq_spark.protocol.consume.tag_filter import tag_matches
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
 from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
 

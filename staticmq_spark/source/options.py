@@ -19,9 +19,9 @@ from staticmq_spark.option_table import (
     client_security,
     cluster_address,
 )
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
-from staticmq_spark.protocol.names import validate_group, validate_topic
-from staticmq_spark.protocol.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.consume.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.topics.names import validate_group, validate_topic
 
 EARLIEST = -2
 LATEST = -1

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from pyspark.sql.types import (
 )
 
 from staticmq_spark.backends.types import MessageColumns
-from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.rows import arrays
 
 
 def spark_schema(include_properties: bool) -> StructType:

@@ -1,9 +1,11 @@
-"""Registers a Python data source so that the Python workers Spark starts for it start faster.
+"""A `sitecustomize` that rewrites `sys.path` on the Python workers Spark starts for staticmq's data
+source, and `register`, which puts this directory on those workers' PYTHONPATH so that it runs.
 
-Every streaming query starts a new Python process for its source (pyspark's
+Why: every streaming query starts a new Python process for its source (pyspark's
 `python_streaming_source_runner`), and Spark puts `pyspark.zip` first on that process's path:
 Python compiles pyspark's modules from the zip each time, about 1 CPU-second per query (3.2 s
-against 2.2 s for 200,000 rows in one AvailableNow query on 2 cores, docs/benchmark-investigations.md).
+against 2.2 s for 200,000 rows in one AvailableNow query on 2 cores,
+docs/investigations/2026-11-26-query-start-cpu.md).
 `register` registers the data source with this directory prepended to the PYTHONPATH Spark gives
 its workers; the `sitecustomize` here then takes the zip off the path when the same pyspark is
 installed, so that installation's cached bytecode is used (and changes nothing when the versions

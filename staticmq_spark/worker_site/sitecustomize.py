@@ -1,4 +1,5 @@
-"""Runs at the start of every Python worker that Spark starts for staticmq (see `__init__`).
+"""The `sitecustomize` of staticmq's Spark Python workers: it rewrites `sys.path` at their start,
+taking Spark's zipped pyspark off it when the same pyspark is installed (see `__init__`).
 
 Spark puts `$SPARK_HOME/python/lib/pyspark.zip` (and py4j's zip) first on a worker's path. Python
 cannot cache the bytecode of modules imported from a zip, so every new worker compiles pyspark's

@@ -9,9 +9,9 @@ import grpc
 import pytest
 
 from staticmq_spark.client import Admin
+from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.testing import LocalCluster
 
 
 @pytest.fixture(scope="module")

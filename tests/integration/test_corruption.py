@@ -9,7 +9,7 @@ import pytest
 
 from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import DataCorruptError
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 
 def test_a_flipped_bit_in_a_record_is_refused_and_its_neighbours_are_served(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 
 def test_second_broker_on_the_same_data_dir_exits_naming_the_holder(tmp_path: Path) -> None:

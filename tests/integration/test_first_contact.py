@@ -20,9 +20,9 @@ from staticmq_spark.backends.retry import with_retries
 from staticmq_spark.backends.types import PLAIN, BrokerState, ClientSecurity
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.errors import NameServerUnreachableError, TlsError
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
+from staticmq_spark.protocol.consume.pull_status import PullStatus
 from staticmq_spark.tls_files import TlsFiles, write_tls_files
 from tests.support.cli import staticmq
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from tests.support.static_helpers import read_queue
 
 

@@ -8,7 +8,7 @@ import urllib.request
 from pathlib import Path
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 
 
 def scrape(addr: str) -> str:

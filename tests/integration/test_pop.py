@@ -13,9 +13,9 @@ import pytest
 
 from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer, PullResult, PullStatus
 from staticmq_spark.errors import InvalidArgumentError, ReceiptHandleError
-from staticmq_spark.protocol import pop_properties
-from staticmq_spark.protocol.ack_outcomes import AckOutcome
-from staticmq_spark.protocol.names import dlq_topic
+from staticmq_spark.protocol.consume import pop_properties
+from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome
+from staticmq_spark.protocol.topics.names import dlq_topic
 from tests.support.pop_helpers import broker_config, drain, wait_topic
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_until

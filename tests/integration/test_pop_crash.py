@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer
-from staticmq_spark.protocol.names import retry_topic
+from staticmq_spark.protocol.topics.names import retry_topic
 from tests.support.pop_helpers import drain, wait_topic
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_until

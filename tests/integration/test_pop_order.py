@@ -9,7 +9,7 @@ import pytest
 
 from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import ReceiptHandleError
-from staticmq_spark.protocol.names import dlq_topic
+from staticmq_spark.protocol.topics.names import dlq_topic
 from tests.support.pop_helpers import broker_config, wait_topic
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_until

@@ -13,7 +13,7 @@ import pytest
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.errors import InvalidArgumentError, TopicNotFoundError
 from staticmq_spark.hashing import queue_for_key
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.support.cli import staticmq
 
 _n = itertools.count()

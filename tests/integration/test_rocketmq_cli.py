@@ -6,7 +6,7 @@ import itertools
 import json
 
 from staticmq_spark.hashing import queue_for_key
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.support.cli import staticmq
 
 _n = itertools.count()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 
 MESSAGES, SIZE = 24_000, 1024  # about 28 MB as stored: one answer, past 16 MiB
 LARGE_PULLS = {

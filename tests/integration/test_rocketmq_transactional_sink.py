@@ -27,7 +27,8 @@ from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import Admin, PullConsumer
 from staticmq_spark.errors import ConflictError
 from staticmq_spark.hashing import queue_for_key
-from staticmq_spark.testing.rocketmq_cluster import TRANSACTION_TIMEOUT_MS, LocalRocketMQ
+from staticmq_spark.local_clusters.rocketmq import TRANSACTION_TIMEOUT_MS, LocalRocketMQ
+from tests.support.rocketmq_tools import update_broker_config
 from tests.support.sink_tasks import write_task
 from tests.support.static_helpers import read_queue
 from tests.support.waiting import wait_until
@@ -288,7 +289,7 @@ def test_the_sink_warns_once_per_broker_when_its_halves_waited_longer_than_the_t
 ) -> None:
     """With a broker's transactionTimeOut below a micro-batch's time from its first half to its
     commit, the driver says so, naming the broker, the setting and what it costs."""
-    checked_often.update_broker_config("transactionTimeOut", 1000)
+    update_broker_config(checked_often, "transactionTimeOut", 1000)
     try:
         with caplog.at_level(logging.WARNING):
             _write_then_commit(checked_often, "late", 50, 1.5)
@@ -296,4 +297,4 @@ def test_the_sink_warns_once_per_broker_when_its_halves_waited_longer_than_the_t
         assert len(warned) == 1, caplog.text
         assert "broker broker-a waited" in warned[0] and "(1000 ms)" in warned[0], warned[0]
     finally:
-        checked_often.update_broker_config("transactionTimeOut", TRANSACTION_TIMEOUT_MS)
+        update_broker_config(checked_often, "transactionTimeOut", TRANSACTION_TIMEOUT_MS)

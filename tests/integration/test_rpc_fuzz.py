@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from staticmq_spark.client import Admin
+from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.protocol.pb import consume_pb2, consume_pb2_grpc
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.testing import LocalCluster
 
 pytestmark = pytest.mark.slow
 BAD = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}

@@ -18,7 +18,7 @@ from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.row_encode import encode_messages
+from staticmq_spark.protocol.rows.encode import encode_messages
 from tests.support.static_helpers import read_queue
 from tests.support.waiting import wait_until
 

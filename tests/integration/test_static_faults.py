@@ -82,7 +82,7 @@ def test_read_ahead_lost_to_a_broker_kill_is_read_again_after_restart(local_clus
     """A planned read asks for its next range before the current one is decoded; when the broker
     dies with that request outstanding, the next read retries it and gets the same messages."""
     from staticmq_spark.backends import open_backend
-    from staticmq_spark.protocol.pull_status import PullStatus
+    from staticmq_spark.protocol.consume.pull_status import PullStatus
 
     c = local_cluster(brokers=1, flush="sync")
     topic = unique_topic("ahead")

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from staticmq_spark import configure_spark
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from tests.support.spark_cluster import ConnectServer, StandaloneCluster
 
 SPARK_CONF = {

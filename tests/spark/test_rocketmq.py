@@ -22,7 +22,7 @@ from pyspark.sql.functions import col, spark_partition_id
 
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID
 from staticmq_spark.client import PullConsumer
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.spark.test_sink import assert_hash_sharded, read_topic, write
 from tests.support.spark import (
     by_queue,

@@ -23,8 +23,8 @@ from staticmq_spark.backends.rocketmq.codes import RequestCode
 from staticmq_spark.backends.rocketmq.connection import Connection, tls_context
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.errors import AccessDeniedError, NameServerUnreachableError, StaticMQError, TlsError
-from staticmq_spark.protocol.auth import Credentials
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
+from staticmq_spark.protocol.security.auth import Credentials
 from staticmq_spark.tls_files import TlsFiles, write_tls_files
 from tests.support.cli import staticmq
 from tests.support.waiting import wait_until

@@ -22,7 +22,7 @@ from pyspark.errors import PySparkException
 
 from staticmq_spark.client import Admin
 from staticmq_spark.hashing import queue_for_key
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from tests.support import waiting
 from tests.support.spark import committed_batches, new_topic, produce, source, uncommitted_batches, wait_until
 

@@ -14,7 +14,7 @@ import pytest
 from pyspark.errors import PySparkException
 
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from tests.support.spark import (
     BackgroundProducer,
     by_queue,

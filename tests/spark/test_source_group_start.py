@@ -12,8 +12,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from staticmq_spark.client import PullConsumer
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ, compile_client
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.support.backends import Backend, rocketmq_backend
+from tests.support.rocketmq_tools import compile_client
 from tests.support.spark import available_now_rows, by_queue, new_topic, produce, source
 from tests.support.static_helpers import read_queue
 

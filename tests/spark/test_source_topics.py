@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from staticmq_spark.client import Admin
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from tests.support.spark import by_queue, new_topic, produce, source, to_memory, wait_until
 
 pytestmark = pytest.mark.spark

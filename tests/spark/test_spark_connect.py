@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from tests.support.spark import new_topic, produce
 from tests.support.spark_cluster import ConnectServer, spark_env
 

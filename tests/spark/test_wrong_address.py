@@ -15,7 +15,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from staticmq_spark.client import Admin
-from staticmq_spark.testing import LocalCluster
+from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.tls_files import write_tls_files
 
 pytestmark = pytest.mark.spark

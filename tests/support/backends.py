@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from staticmq_spark.client import Admin
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 
 
 @dataclass

@@ -14,10 +14,10 @@ from typing import Any
 from broker_stub.broker.app import BrokerApp
 from broker_stub.config import BrokerConfig, StoreConfig
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.row_decode import decode_batch
-from staticmq_spark.protocol.row_encode import encode_messages
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import decode_batch
+from staticmq_spark.protocol.rows.encode import encode_messages
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 BROKER = "broker-a"
 NO_NAMESRV = "127.0.0.1:1"  # never called: nothing here reads another broker's segments

@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.row_encode import encode_columns
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.encode import encode_columns
 from tests.support.fresh_interpreter import imports_pandas
 
 
@@ -50,14 +50,14 @@ def test_a_read_tasks_decode_path_imports_no_pandas() -> None:
     code = (
         "import sys, numpy as np\n"
         "from staticmq_spark.backends.types import MessageColumns, pulled_columns\n"
-        "from staticmq_spark.protocol.codec import PackedBatch\n"
-        "from staticmq_spark.protocol.row_decode import decode_batch\n"
-        "from staticmq_spark.protocol.tag_expression import parse_tag_expression\n"
-        "from staticmq_spark.protocol.tag_filter import tag_matches\n"
+        "from staticmq_spark.protocol.rows.codec import PackedBatch\n"
+        "from staticmq_spark.protocol.rows.decode import decode_batch\n"
+        "from staticmq_spark.protocol.consume.tag_expression import parse_tag_expression\n"
+        "from staticmq_spark.protocol.consume.tag_filter import tag_matches\n"
         "from staticmq_spark.source.schema import arrow_schema, to_spark_batch\n"
         f"batch = PackedBatch({packed.data_bytes()!r}, np.array({packed.sizes.tolist()!r}, dtype=np.int32))\n"
         "cols = MessageColumns(decode_batch(batch), np.arange(2, dtype=np.int64), np.arange(2, dtype=np.int64))\n"
-        "from staticmq_spark.protocol import arrays\n"
+        "from staticmq_spark.protocol.rows import arrays\n"
         "arrays.flag_values(tag_matches(parse_tag_expression('t || u'), cols.columns.column('tags')))\n"
         "pulled_columns(cols, 10)\n"
         "to_spark_batch(cols, topic='t', logic_queue=0, offset_delta=10, bname='b', schema=arrow_schema(True),\n"
@@ -103,7 +103,7 @@ def test_a_sink_tasks_encode_and_routing_path_imports_no_pandas() -> None:
     code = (
         "import sys, pyarrow as pa\n"
         "import staticmq_spark.backends.staticmq.staging\n"
-        "from staticmq_spark.protocol.row_encode import encode_columns_to_buffer\n"
+        "from staticmq_spark.protocol.rows.encode import encode_columns_to_buffer\n"
         "from staticmq_spark.sink.placement import place\n"
         f"rb = pa.ipc.open_stream({sink.getvalue().to_pybytes()!r}).read_next_batch()\n"
         "rows = place('t', 4, 0, rb, 0)\n"

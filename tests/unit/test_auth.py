@@ -1,4 +1,4 @@
-"""Request signing (protocol/auth.py), ACL files and decisions (protocol/acl.py), the per-RPC rules
+"""Request signing (protocol/security/auth.py), ACL files and decisions (protocol/security/acl.py), the per-RPC rules
 of the servers (broker_stub/auth.py) and the exposure rule of the server commands."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 from broker_stub.auth import NEEDS
 from staticmq_spark.cli.exposure import check_exposure
 from staticmq_spark.errors import AccessDeniedError, InvalidOptionError, UnauthenticatedError
-from staticmq_spark.protocol.acl import Acl, Need, Perm, load_acl, parse_acl
-from staticmq_spark.protocol.auth import (
+from staticmq_spark.protocol.pb import consume_pb2, staticmq_pb2
+from staticmq_spark.protocol.security.acl import Acl, Need, Perm, load_acl, parse_acl
+from staticmq_spark.protocol.security.auth import (
     AUTHORIZATION,
     DATE_TIME,
     Credentials,
@@ -22,7 +23,6 @@ from staticmq_spark.protocol.auth import (
     credentials_of,
     signed_call,
 )
-from staticmq_spark.protocol.pb import consume_pb2, staticmq_pb2
 
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
 ACL_TEXT = """

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from staticmq_spark.errors import InvalidBatchError, MessageTooLargeError
-from staticmq_spark.protocol.codec import HEADER_SIZE, PROPERTIES_TYPE, PackedBatch, split_by_bytes, take_rows
-from staticmq_spark.protocol.row_decode import decode_batch, parse_headers, validate_batch
-from staticmq_spark.protocol.row_encode import encode_columns, encode_messages
+from staticmq_spark.protocol.rows.codec import HEADER_SIZE, PROPERTIES_TYPE, PackedBatch, split_by_bytes, take_rows
+from staticmq_spark.protocol.rows.decode import decode_batch, parse_headers, validate_batch
+from staticmq_spark.protocol.rows.encode import encode_columns, encode_messages
 
 text = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12)
 message = st.fixed_dictionaries(

@@ -69,7 +69,7 @@ def test_conf_files_list_every_setting_and_load() -> None:
     from pathlib import Path
 
     from broker_stub.config import BrokerConfig, StoreConfig, load_toml
-    from staticmq_spark.protocol.acl import load_acl
+    from staticmq_spark.protocol.security.acl import load_acl
 
     conf = Path(__file__).resolve().parents[2] / "conf"
     data = load_toml(conf / "broker.toml")

@@ -6,7 +6,10 @@
   `if TYPE_CHECKING:` (an import is an import wherever it is written);
 - above the seam (client, source, sink, cli, demo and the Spark glue) nothing speaks a wire: no
   grpc, protobuf, generated stubs, protocol module that touches them, or backend implementation.
-  The backends are reached through `backends/` (interfaces, types, registry) alone.
+  The backends are reached through `backends/` (interfaces, types, registry) alone;
+- within protocol/, only wire/ (protobuf messages by hand) and transport/ (gRPC channels and
+  errors) speak a wire, beside the generated pb/: rows/, security/, topics/ and consume/ hold
+  codecs and values any layer may use.
 
 Lazy imports kept for start-up time: the registry's backend entry points (importlib, see
 backends/registry.py: a process that reads broker_stub never loads the RocketMQ code).
@@ -14,8 +17,8 @@ backends/registry.py: a process that reads broker_stub never loads the RocketMQ 
 Lazy imports of optional packages (not in install_requires, see setup.cfg's extras), each the one
 place that needs the package, so the connector loads on a driver or executor without it; a missing
 one raises MissingExtraError naming the extra (`LAZY_OPTIONAL`, checked below):
-- `yaml` in protocol/acl.py `load_acl` ([broker]): only servers read ACL files, and the protocol
-  layer is also the client's;
+- `yaml` in protocol/security/acl.py `load_acl` ([broker]): only servers read ACL files, and the
+  protocol layer is also the client's;
 - `delta` in lakehouse.py `_delta_table` ([delta]): MERGEs and table lookups; bronze, a plain
   `writeStream.format("delta")`, needs only Delta's jars, and managed runtimes bring delta;
 - `pyspark` in cli/doctor_cmd.py `check_default_source` ([spark]): the doctor reports a missing
@@ -52,6 +55,7 @@ ABOVE_SEAM = (
     "staticmq_spark.lakehouse",
 )
 WIRES = ("grpc", "google.protobuf", "staticmq_spark.protocol.pb")
+WIRE_PROTOCOL = ("staticmq_spark.protocol.wire", "staticmq_spark.protocol.transport", "staticmq_spark.protocol.pb")
 BACKEND_IMPLEMENTATIONS = (
     "staticmq_spark.backends.staticmq",
     "staticmq_spark.backends.rocketmq",
@@ -60,7 +64,7 @@ BACKEND_IMPLEMENTATIONS = (
 
 
 LAZY_OPTIONAL = {
-    ("staticmq_spark.protocol.acl", "yaml"),
+    ("staticmq_spark.protocol.security.acl", "yaml"),
     ("staticmq_spark.lakehouse", "delta"),
     ("staticmq_spark.cli.doctor_cmd", "pyspark"),
     ("staticmq_spark.spark_session", "pyspark"),
@@ -131,13 +135,18 @@ def find_cycles(sources: Mapping[str, str]) -> list[str]:
     return sorted(cycles)
 
 
-def wire_imports_above_the_seam(sources: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(module above the seam, what it imports that speaks a wire or is a backend's own code)."""
-    wire_protocol = {
+def protocol_modules_speaking_a_wire(sources: Mapping[str, str]) -> set[str]:
+    """The protocol modules that import grpc, protobuf or the generated stubs."""
+    return {
         name
         for name, src in sources.items()
-        if name.startswith("staticmq_spark.protocol.") and any(_under(m, WIRES) for m in _imports(src))
+        if _under(name, ("staticmq_spark.protocol",)) and any(_under(m, WIRES) for m in _imports(src))
     }
+
+
+def wire_imports_above_the_seam(sources: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(module above the seam, what it imports that speaks a wire or is a backend's own code)."""
+    wire_protocol = protocol_modules_speaking_a_wire(sources)
     bad = []
     for name, src in sorted(sources.items()):
         if not _under(name, ABOVE_SEAM):
@@ -179,6 +188,11 @@ def test_no_module_imports_itself_back_even_from_inside_a_function() -> None:
 
 def test_nothing_above_the_seam_imports_a_wire_or_a_backend_implementation() -> None:
     assert not wire_imports_above_the_seam(_all_sources())
+
+
+def test_only_protocols_wire_and_transport_packages_speak_a_wire() -> None:
+    speaking = protocol_modules_speaking_a_wire(_all_sources())
+    assert speaking and all(_under(name, WIRE_PROTOCOL) for name in speaking), sorted(speaking)
 
 
 def backend_imports_above_the_seam(sources: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -225,6 +239,9 @@ def test_the_layer_checks_fail_on_a_planted_import() -> None:
     found = wire_imports_above_the_seam(planted_wire)
     assert ("staticmq_spark.sink.writer", "staticmq_spark.backends.staticmq") in found
     assert ("staticmq_spark.source.executor", "grpc") in found
+    planted_codec = dict(sources)
+    planted_codec["staticmq_spark.protocol.rows.codec"] += "\nfrom staticmq_spark.protocol.pb import staticmq_pb2\n"
+    assert "staticmq_spark.protocol.rows.codec" in protocol_modules_speaking_a_wire(planted_codec)
     planted_upward = dict(sources)
     planted_upward["staticmq_spark.backends.rocketmq.reader"] += "\nfrom staticmq_spark.client import Admin\n"
     upward = backend_imports_above_the_seam(planted_upward)

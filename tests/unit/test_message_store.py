@@ -14,9 +14,9 @@ from broker_stub.config import StoreConfig
 from broker_stub.store.message_store import MessageStore
 from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.row_decode import decode_batch
-from staticmq_spark.protocol.row_encode import encode_messages
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import decode_batch
+from staticmq_spark.protocol.rows.encode import encode_messages
 
 UID = 42
 

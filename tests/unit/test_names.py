@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from staticmq_spark.errors import InvalidArgumentError, InvalidTopicNameError
-from staticmq_spark.protocol.names import retry_topic, validate_broker_name, validate_group, validate_topic
+from staticmq_spark.protocol.topics.names import retry_topic, validate_broker_name, validate_group, validate_topic
 
 
 @pytest.mark.parametrize("name", ["", "../etc", "a/b", "a.b", "x" * 128, "sp ace", "tab\t", "%RETRY%g_t", "rmq_sys_x"])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.option_table import OptionTable
 from staticmq_spark.sink.options import SINK_OPTIONS, parse_sink_options
@@ -53,7 +54,7 @@ def test_option_keys_are_case_insensitive_and_defaults_apply() -> None:
         None,
         60_000,
         True,
-        8 << 20,
+        DEFAULT_REQUEST_BYTES,
     )
 
 

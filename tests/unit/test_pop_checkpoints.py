@@ -7,7 +7,7 @@ import numpy as np
 from broker_stub.broker.pop.checkpoints import ACKED, SUPERSEDED, CheckpointTable
 from broker_stub.broker.pop.receipt_handles import HandleBatch
 from broker_stub.broker.pop.records import CkRecord
-from staticmq_spark.protocol.ack_outcomes import AckOutcome
+from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome
 
 NOW = 1_000_000
 

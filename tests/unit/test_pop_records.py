@@ -17,7 +17,7 @@ from broker_stub.broker.pop.records import (
     encode_done,
     pack_rows,
 )
-from staticmq_spark.protocol.row_decode import parse_headers
+from staticmq_spark.protocol.rows.decode import parse_headers
 
 
 def ck(**changes: object) -> CkRecord:

@@ -22,8 +22,8 @@ from broker_stub.broker.app import BrokerApp
 from broker_stub.broker.pop.pop_service import MAX_POP_MESSAGES, PopAnswer, PopQuery
 from broker_stub.broker.pop.receipt_handles import HANDLE_SIZE
 from staticmq_spark.errors import InvalidArgumentError, ReceiptHandleError, TopicNotFoundError
-from staticmq_spark.protocol.ack_outcomes import AckOutcome
-from staticmq_spark.protocol.row_decode import decode_batch
+from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome
+from staticmq_spark.protocol.rows.decode import decode_batch
 from tests.support.broker_services import BROKER, plain_topic, running_broker, send, static_topic
 from tests.support.waiting import wait_until
 

@@ -16,9 +16,9 @@ from broker_stub.broker.servicer import encode_pull
 from broker_stub.store.store_results import ReadResult, ReadStatus, pull_status
 from staticmq_spark.backends.staticmq.answers import pull_result
 from staticmq_spark.client import PullStatus as ClientPullStatus
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.consume.pull_status import PullStatus as ClusterPullStatus
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.pull_status import PullStatus as ClusterPullStatus
 
 STORE_READS = [
     (ReadStatus.FOUND, PullStatus.FOUND),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from broker_stub.store.record import HEADER_SIZE, RecordError, decode_header, encode_record, parse_record
-from staticmq_spark.protocol.row_encode import encode_messages
+from staticmq_spark.protocol.rows.encode import encode_messages
 
 
 def _record(attrs: bytes = b"") -> bytes:

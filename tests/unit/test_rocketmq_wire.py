@@ -30,8 +30,8 @@ from staticmq_spark.backends.rocketmq.routes import parse_mapping_detail, parse_
 from staticmq_spark.backends.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, SYSTEM_PROPERTIES, decode_stored
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping
-from staticmq_spark.protocol.auth import Credentials
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
+from staticmq_spark.protocol.security.auth import Credentials
 from tests.support.fresh_interpreter import imports_pandas
 
 
@@ -311,7 +311,7 @@ def test_a_rocketmq_sink_tasks_encode_path_imports_no_pandas() -> None:
         "from staticmq_spark.backends.rocketmq.frame_columns import encode_frames\n"
         "from staticmq_spark.backends.rocketmq.transactions import half_properties\n"
         "from staticmq_spark.backends.targets import KEYLESS\n"
-        "from staticmq_spark.protocol import arrays\n"
+        "from staticmq_spark.protocol.rows import arrays\n"
         "props = pa.MapArray.from_arrays(arrays.numbers(np.array([0, 1, 1], dtype=np.int32)),\n"
         "    arrays.strings(['color']), arrays.strings(['red']))\n"
         "keys, tags = arrays.strings(['k1', '']), arrays.strings(['t', 'u'])\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from broker_stub.store.record import first_bad_row
-from staticmq_spark.protocol.row_encode import encode_columns
+from staticmq_spark.protocol.rows.encode import encode_columns
 
 
 def _rows(n: int) -> tuple[bytes, np.ndarray]:

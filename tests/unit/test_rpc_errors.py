@@ -15,7 +15,7 @@ import pytest
 from broker_stub import rpc_errors
 from broker_stub.rpc_errors import rpc_method
 from staticmq_spark.errors import DiskFullError, QueueNotFoundError, error_for_code
-from staticmq_spark.protocol.grpc_errors import CODE_KEY
+from staticmq_spark.protocol.transport.grpc_errors import CODE_KEY
 
 
 class Aborted(Exception):

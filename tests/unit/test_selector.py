@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from staticmq_spark.backends.staticmq.rpc import Channels
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
-from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress
+from staticmq_spark.protocol.topics.route_view import PLACEHOLDER_BROKER, QueueAddress
 
 
 class Clock:

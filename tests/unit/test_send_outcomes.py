@@ -24,8 +24,8 @@ from staticmq_spark.errors import (
     QueueUnavailableError,
     error_for_code,
 )
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.topics.route_view import QueueAddress, TopicRouteView
 
 
 def _result(queue: int, base: int, rows: tuple[int, ...] | None, count: int | None = None) -> SendResult:

@@ -15,9 +15,9 @@ from broker_stub.store.message_store import CHECKPOINT_FILE, MessageStore
 from broker_stub.store.sink_staging import ChunkInfo, SinkStaging, read_chunk, scan_staged
 from broker_stub.store.store_results import ReadStatus, StagedRecord
 from staticmq_spark.errors import ConflictError
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.row_decode import decode_batch
-from staticmq_spark.protocol.row_encode import encode_messages
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import decode_batch
+from staticmq_spark.protocol.rows.encode import encode_messages
 
 UID = 42
 

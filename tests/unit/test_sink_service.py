@@ -26,8 +26,8 @@ from staticmq_spark.errors import (
     StaticTopicRefusedError,
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.row_encode import encode_messages
-from staticmq_spark.protocol.stage_wire import StageChunk
+from staticmq_spark.protocol.rows.encode import encode_messages
+from staticmq_spark.protocol.wire.stage_request import StageChunk
 from tests.support.broker_services import BROKER, SMALL_STORE, plain_topic, running_broker, static_topic, stored_bodies
 
 TOPIC, WRITER = "events", "query-1"

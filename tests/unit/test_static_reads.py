@@ -15,7 +15,7 @@ import pytest
 from broker_stub.broker.segment_access import Bounds, PhysicalRead
 from broker_stub.broker.static_reads import StaticReads
 from staticmq_spark.mapping import Chain, MappingItem
-from staticmq_spark.protocol.pull_status import PullStatus
+from staticmq_spark.protocol.consume.pull_status import PullStatus
 
 EARLIEST = MappingItem(0, "broker-a", 0, 0, end_offset=10)
 MIDDLE = MappingItem(1, "broker-b", 1, 10000, end_offset=5)

@@ -11,9 +11,16 @@ import pytest
 
 from broker_stub.store.store_results import ReadStatus
 from staticmq_spark.errors import InvalidArgumentError
-from staticmq_spark.protocol.row_encode import encode_messages
-from staticmq_spark.protocol.tag_expression import parse_tag_expression
-from staticmq_spark.protocol.tag_filter import NO_TAG, UNKNOWN, filter_codes, kept_by_codes, tag_codes, tag_matches
+from staticmq_spark.protocol.consume.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.consume.tag_filter import (
+    NO_TAG,
+    UNKNOWN,
+    filter_codes,
+    kept_by_codes,
+    tag_codes,
+    tag_matches,
+)
+from staticmq_spark.protocol.rows.encode import encode_messages
 from tests.unit.test_message_store import bodies, open_store
 
 

@@ -17,7 +17,7 @@ from broker_stub.broker.topic_service import TopicService
 from broker_stub.store.consumer_offsets import ConsumerOffsets
 from broker_stub.store.mapping_files import MappingFiles
 from staticmq_spark.errors import InvalidArgumentError, InvalidOffsetError, NotLeaderError, QueueNotFoundError
-from staticmq_spark.protocol.names import validate_group
+from staticmq_spark.protocol.topics.names import validate_group
 
 MIN_LEASE_MS = 200
 MAX_LEASE_MS = 300_000

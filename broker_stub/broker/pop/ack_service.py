@@ -23,8 +23,8 @@ from broker_stub.broker.pop.receipt_handles import HandleSigner
 from broker_stub.broker.pop.records import AckRecord
 from broker_stub.broker.pop.sources import PopSources
 from staticmq_spark.errors import InvalidArgumentError, ReceiptHandleError, StaticMQError
-from staticmq_spark.protocol.ack_outcomes import AckOutcome, explain
-from staticmq_spark.protocol.names import validate_group, validate_topic
+from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome, explain
+from staticmq_spark.protocol.topics.names import validate_group, validate_topic
 
 log = logging.getLogger(__name__)
 

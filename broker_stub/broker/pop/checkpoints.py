@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from broker_stub.broker.pop.receipt_handles import HandleBatch
 from broker_stub.broker.pop.records import CkRecord
-from staticmq_spark.protocol.ack_outcomes import AckOutcome
+from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome
 
 # Per-message states of a CK.
 PENDING = 0

@@ -35,8 +35,8 @@ from broker_stub.broker.pop.requeue import Requeue
 from broker_stub.broker.pop.retry_rows import origin_fields, revived_rows
 from broker_stub.broker.pop.sources import RETRY, PopSources, PopTarget, QueueRead, check_init_mode
 from staticmq_spark.errors import InvalidArgumentError, InvalidTopicNameError, StaticMQError
-from staticmq_spark.protocol.codec import PackedBatch, take_rows
-from staticmq_spark.protocol.names import dlq_topic, retry_topic, validate_group, validate_topic
+from staticmq_spark.protocol.rows.codec import PackedBatch, take_rows
+from staticmq_spark.protocol.topics.names import dlq_topic, retry_topic, validate_group, validate_topic
 
 log = logging.getLogger(__name__)
 

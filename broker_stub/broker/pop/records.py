@@ -1,5 +1,5 @@
 """The rows of the revive log: checkpoints (CK), acks (ACK) and retirements (DONE), as packed
-message rows (staticmq_spark/protocol/codec.py) whose tag names the kind and whose body is a
+message rows (staticmq_spark/protocol/rows/codec.py) whose tag names the kind and whose body is a
 little-endian binary record. Pure encoding and decoding; no I/O.
 
 CK body (one popped batch of one queue):
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from staticmq_spark.protocol.codec import FLAG_TAGS, HEADER_SIZE, PackedBatch
+from staticmq_spark.protocol.rows.codec import FLAG_TAGS, HEADER_SIZE, PackedBatch
 
 TAG_CK = b"ck"
 TAG_ACK = b"ack"

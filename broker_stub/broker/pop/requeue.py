@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.store.message_store import MessageStore
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.names import dlq_topic, retry_topic
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.topics.config import TopicConfig
+from staticmq_spark.protocol.topics.names import dlq_topic, retry_topic
 
 log = logging.getLogger(__name__)
 

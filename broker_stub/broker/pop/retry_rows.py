@@ -9,10 +9,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from staticmq_spark.protocol import pop_properties as props
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.row_decode import decode_batch
-from staticmq_spark.protocol.row_encode import encode_columns
+from staticmq_spark.protocol.consume import pop_properties as props
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import decode_batch
+from staticmq_spark.protocol.rows.encode import encode_columns
 
 
 def revived_rows(

@@ -20,8 +20,8 @@ from broker_stub.broker.topic_service import TopicService
 from broker_stub.store.atomic_file import atomic_write_json, read_json
 from broker_stub.store.message_store import MessageStore
 from staticmq_spark.errors import DataDirError
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from broker_stub.broker.pop.requeue import Requeue
 from broker_stub.broker.pop.retry_rows import origin_fields, revived_rows
 from broker_stub.broker.pop.sources import PopSources
 from staticmq_spark.errors import StaticMQError
-from staticmq_spark.protocol.codec import PackedBatch, take_rows
+from staticmq_spark.protocol.rows.codec import PackedBatch, take_rows
 
 log = logging.getLogger(__name__)
 

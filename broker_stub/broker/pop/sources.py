@@ -20,10 +20,10 @@ from broker_stub.store.mapping_files import MappingFiles
 from broker_stub.store.message_store import MessageStore
 from staticmq_spark.errors import InvalidArgumentError, TopicNotFoundError
 from staticmq_spark.mapping import Chain
-from staticmq_spark.protocol.codec import PackedBatch, take_rows
-from staticmq_spark.protocol.names import retry_topic
+from staticmq_spark.protocol.consume.pull_status import PullStatus
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.pull_status import PullStatus
+from staticmq_spark.protocol.rows.codec import PackedBatch, take_rows
+from staticmq_spark.protocol.topics.names import retry_topic
 
 PLAIN = "plain"
 STATIC = "static"

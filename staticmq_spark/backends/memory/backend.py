@@ -28,10 +28,10 @@ from staticmq_spark.backends.types import (
 )
 from staticmq_spark.errors import BrokerNotFoundError, NotFoundError, UnsupportedOperationError
 from staticmq_spark.mapping import ConsistencyReport, chain_lag, check_states, logic_bounds
-from staticmq_spark.protocol.codec import DECODED_SCHEMA
-from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
-from staticmq_spark.protocol.tag_expression import parse_tag_expression
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.consume.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.rows.codec import DECODED_SCHEMA
+from staticmq_spark.protocol.topics.config import TopicConfig
+from staticmq_spark.protocol.topics.route_view import QueueAddress, TopicRouteView
 
 
 def _cluster(address: ClusterAddress) -> MemoryCluster:

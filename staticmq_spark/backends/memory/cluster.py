@@ -31,7 +31,7 @@ from staticmq_spark.mapping import (
     plan_remap_steps,
     settled_chain,
 )
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 CLUSTERS: dict[str, MemoryCluster] = {}
 

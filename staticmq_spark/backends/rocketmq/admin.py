@@ -41,8 +41,8 @@ from staticmq_spark.errors import (
     UnsupportedOperationError,
 )
 from staticmq_spark.mapping import ConsistencyReport, check_consistency
-from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress, TopicRouteView
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.topics.config import TopicConfig
+from staticmq_spark.protocol.topics.route_view import PLACEHOLDER_BROKER, QueueAddress, TopicRouteView
 
 ROUTE_WAIT_S = 90.0  # for a new static topic's route (three periodic registrations of a broker)
 # MixAll.PREDEFINE_GROUP_SET of RocketMQ 5.5: the broker's own groups, not users'

@@ -13,7 +13,7 @@ from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, ProducerSet
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
-from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity
+from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, PLAIN, Capabilities, ClientSecurity
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 
 # The sinks, producer and pull consumer are imported where they are first used: a source's
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # Producer settings a RocketMQ producer cannot honour, with their defaults: one set otherwise is
 # refused. (active_detection and detection_interval_s tune staticmq's probing of brokers for keyless
 # rows; a RocketMQ producer never probes, so either value holds trivially.)
-_STATICMQ_ONLY_PRODUCER = {"order": None, "retries": 2, "max_request_bytes": 8 << 20}
+_STATICMQ_ONLY_PRODUCER = {"order": None, "retries": 2, "max_request_bytes": DEFAULT_REQUEST_BYTES}
 
 
 class RocketMQBackend:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidBatchError, MessageTooLargeError
-from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.rows import arrays
 
 HEADER = 20
 MAX_PROPERTIES = 32767

@@ -21,7 +21,7 @@ from staticmq_spark.backends.api import AT_LEAST_ONCE, TaskWrite
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.types import SinkRows, WriteSettings
-from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.rows import arrays
 
 log = logging.getLogger(__name__)
 ROW_ID = "staticmq_row_id"

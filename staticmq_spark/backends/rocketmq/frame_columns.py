@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from staticmq_spark.backends.rocketmq.batch_encode import scatter_pieces
 from staticmq_spark.backends.rocketmq.frames import CLIENT_VERSION, JSON
-from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.rows import arrays
 
 I64 = npt.NDArray[np.int64]
 _ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"'}

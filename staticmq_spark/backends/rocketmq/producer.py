@@ -23,9 +23,9 @@ from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.codec import PackedBatch
-from staticmq_spark.protocol.row_decode import decode_batch
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import decode_batch
 
 log = logging.getLogger(__name__)
 _PROPS = pa.map_(pa.string(), pa.string())

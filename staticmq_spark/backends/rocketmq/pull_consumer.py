@@ -15,9 +15,9 @@ from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.types import PullResult, QueueOffsets, empty_pulled_batch, pulled_columns
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import QueueNotFoundError
-from staticmq_spark.protocol.names import validate_group
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.route_view import QueueAddress
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.topics.names import validate_group
+from staticmq_spark.protocol.topics.route_view import QueueAddress
 
 MOCK_BROKER = "__syslo__global__"
 

@@ -22,7 +22,7 @@ from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
 from staticmq_spark.mapping import Chain
-from staticmq_spark.protocol.pull_status import PullStatus
+from staticmq_spark.protocol.consume.pull_status import PullStatus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

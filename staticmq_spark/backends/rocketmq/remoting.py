@@ -31,9 +31,9 @@ from staticmq_spark.errors import (
     TopicNotFoundError,
 )
 from staticmq_spark.mapping import TopicQueueMapping
-from staticmq_spark.protocol.auth import Credentials, credentials_of
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.security.auth import Credentials, credentials_of
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 MOCK_BROKER_PREFIX = "__syslo__"
 DEFAULT_PULL_GROUP = "staticmq_reader"

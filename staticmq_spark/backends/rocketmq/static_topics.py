@@ -28,7 +28,7 @@ from staticmq_spark.mapping import (
     plan_remap,
     settle_logic_offset,
 )
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 SCOPE = "__global__"
 

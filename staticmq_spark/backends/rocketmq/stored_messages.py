@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 
 from staticmq_spark.backends.rocketmq.frames import FrameError
 from staticmq_spark.backends.types import MessageColumns
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.codec import DECODED_SCHEMA
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import DECODED_SCHEMA
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
 MAGIC_V2 = -626843477  # 0xDAA320AB: topic length is 2 bytes

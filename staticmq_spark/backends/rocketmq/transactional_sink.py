@@ -50,7 +50,7 @@ from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.errors import ConflictError, InvalidArgumentError, StaticMQError
 from staticmq_spark.mapping.rules import leader as chain_leader
-from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.rows import arrays
 
 log = logging.getLogger(__name__)
 J = TypeVar("J")

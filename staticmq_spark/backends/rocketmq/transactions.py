@@ -34,7 +34,7 @@ from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
 from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError
-from staticmq_spark.protocol import arrays
+from staticmq_spark.protocol.rows import arrays
 
 I64 = npt.NDArray[np.int64]
 PREPARED = 0x4  # MessageSysFlag.TRANSACTION_PREPARED_TYPE

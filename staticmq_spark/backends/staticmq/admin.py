@@ -30,10 +30,10 @@ from staticmq_spark.errors import (
 from staticmq_spark.mapping import ConsistencyReport, is_static_anywhere
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.route_view import TopicRouteView
-from staticmq_spark.protocol.route_wire import route_from_pb
-from staticmq_spark.protocol.topic import PERM_READ_WRITE, TopicConfig
-from staticmq_spark.protocol.topic_wire import config_from_pb, config_to_pb
+from staticmq_spark.protocol.topics.config import PERM_READ_WRITE, TopicConfig
+from staticmq_spark.protocol.topics.route_view import TopicRouteView
+from staticmq_spark.protocol.wire.topic_config import config_from_pb, config_to_pb
+from staticmq_spark.protocol.wire.topic_route import route_from_pb
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ from staticmq_spark.backends.types import (
     empty_pulled_batch,
     pulled_columns,
 )
-from staticmq_spark.protocol.codec import PackedBatch
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.row_decode import decode_batch
+from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.decode import decode_batch
 
 
 def packed_columns(
@@ -25,7 +25,7 @@ def packed_columns(
     batch: tuple[bytes | memoryview, bytes | memoryview] | None = None,
 ) -> MessageColumns:
     """A broker_stub pull answer's packed rows as columns (vectorized decode, no row loop).
-    `batch`: the rows as (data, sizes) when they were read apart from `response` (pull_wire)."""
+    `batch`: the rows as (data, sizes) when they were read apart from `response` (protocol.wire.pull_response)."""
     data, sizes = batch if batch is not None else (response.batch.data, response.batch.sizes)
     packed = PackedBatch.from_wire(data, sizes)
     n = packed.count

@@ -13,7 +13,7 @@ from staticmq_spark.backends.staticmq.route import RouteCache
 from staticmq_spark.backends.staticmq.rpc import Channels
 from staticmq_spark.backends.staticmq.selector import ReachabilityDetector
 from staticmq_spark.closing import Closeable
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
 
 # How long a cached route is used before the name server is asked again. A stale route costs at
 # most one refused call: a fenced or moved queue's broker refuses, and the caller refreshes.

@@ -19,7 +19,7 @@ from staticmq_spark.backends.staticmq.route import RouteCache
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
 from staticmq_spark.backends.targets import KEYLESS
 from staticmq_spark.errors import BrokerUnavailableError, QueueUnavailableError, StaticMQError
-from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
+from staticmq_spark.protocol.topics.route_view import QueueAddress, TopicRouteView
 
 T = TypeVar("T")
 

@@ -43,10 +43,10 @@ from staticmq_spark.errors import (
     QueueUnavailableError,
     StaticMQError,
 )
-from staticmq_spark.protocol.names import validate_group, validate_topic
+from staticmq_spark.protocol.consume.pull_status import PullStatus
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.route_view import QueueAddress
+from staticmq_spark.protocol.topics.names import validate_group, validate_topic
+from staticmq_spark.protocol.topics.route_view import QueueAddress
 
 INIT_MODES = ("earliest", "latest")
 

@@ -31,10 +31,10 @@ from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.types import AckResult, PopMessage, RefusedAck
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError, ReceiptHandleError, StaticMQError
-from staticmq_spark.protocol.ack_outcomes import AckOutcome, explain
-from staticmq_spark.protocol.names import validate_group, validate_topic
+from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome, explain
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
 from staticmq_spark.protocol.pb import consume_pb2_grpc as cpb_grpc
+from staticmq_spark.protocol.topics.names import validate_group, validate_topic
 
 INIT_MODES = ("earliest", "latest")
 T = TypeVar("T")

@@ -18,9 +18,9 @@ import numpy.typing as npt
 
 from staticmq_spark.backends.types import PopMessage
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol import pop_properties
-from staticmq_spark.protocol.codec import FLAG_KEY, FLAG_TAGS, HEADER_DTYPE, HEADER_SIZE
+from staticmq_spark.protocol.consume import pop_properties
 from staticmq_spark.protocol.pb import consume_pb2 as cpb
+from staticmq_spark.protocol.rows.codec import FLAG_KEY, FLAG_TAGS, HEADER_DTYPE, HEADER_SIZE
 
 NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 

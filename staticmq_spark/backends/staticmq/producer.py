@@ -29,16 +29,14 @@ from staticmq_spark.backends.staticmq.delivery import Delivery
 from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker
 from staticmq_spark.backends.targets import group_rows, row_targets
-from staticmq_spark.backends.types import SendResult
+from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, SendResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
-from staticmq_spark.protocol.codec import PackedBatch, split_by_bytes
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.route_view import QueueAddress, TopicRouteView
-from staticmq_spark.protocol.row_encode import encode_columns
-from staticmq_spark.protocol.topic import ORDERS
-
-DEFAULT_MAX_REQUEST_BYTES = 8 << 20
+from staticmq_spark.protocol.rows.codec import PackedBatch, split_by_bytes
+from staticmq_spark.protocol.rows.encode import encode_columns
+from staticmq_spark.protocol.topics.config import ORDERS
+from staticmq_spark.protocol.topics.route_view import QueueAddress, TopicRouteView
 
 
 class StaticMQProducer(Closeable):
@@ -52,7 +50,7 @@ class StaticMQProducer(Closeable):
         retries: int = 2,
         active_detection: bool = True,
         detection_interval_s: float = 2.0,
-        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes: int = DEFAULT_REQUEST_BYTES,
     ) -> None:
         if order is not None and order not in ORDERS[1:]:
             raise InvalidArgumentError(f"order must be 'strict' or 'best-tried', got {order!r}")

@@ -18,9 +18,9 @@ from staticmq_spark.errors import (
     QueueNotFoundError,
     QueueUnavailableError,
 )
-from staticmq_spark.protocol.names import validate_group
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.route_view import QueueAddress
+from staticmq_spark.protocol.topics.names import validate_group
+from staticmq_spark.protocol.topics.route_view import QueueAddress
 
 T = TypeVar("T")
 

@@ -15,9 +15,9 @@ from staticmq_spark.backends.staticmq.pull_consumer import StaticMQPullConsumer
 from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalRead
 from staticmq_spark.errors import StaticMQError
+from staticmq_spark.protocol.consume.pull_status import PullStatus
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.pull_wire import decode_pull_response
+from staticmq_spark.protocol.wire.pull_response import decode_pull_response
 
 log = logging.getLogger(__name__)
 PULL_TIMEOUT_S = 30.0

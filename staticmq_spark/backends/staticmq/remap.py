@@ -39,7 +39,7 @@ from staticmq_spark.mapping import (
     settled_chain,
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.topic_wire import config_from_pb
+from staticmq_spark.protocol.wire.topic_config import config_from_pb
 
 
 def _now_ms() -> int:

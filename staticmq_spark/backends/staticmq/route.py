@@ -1,4 +1,4 @@
-"""A cache of topic routes (protocol/route_view.py) fed by the name server."""
+"""A cache of topic routes (protocol/topics/route_view.py) fed by the name server."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from staticmq_spark.errors import (
 )
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.route_view import TopicRouteView
-from staticmq_spark.protocol.route_wire import route_from_pb
+from staticmq_spark.protocol.topics.route_view import TopicRouteView
+from staticmq_spark.protocol.wire.topic_route import route_from_pb
 
 T = TypeVar("T")
 

@@ -1,5 +1,5 @@
 """Calls to staticmq servers: `invoke` (gRPC errors -> staticmq errors) and the per-address
-channel cache `Channels` (defined with the channel opener in protocol/channels.py)."""
+channel cache `Channels` (defined with the channel opener in protocol/transport/channels.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import grpc
 
 from staticmq_spark.backends.first_contact import NoAnswer, first_contact_error
 from staticmq_spark.backends.types import BrokerSummary
-from staticmq_spark.protocol.channels import Channels
-from staticmq_spark.protocol.grpc_errors import CODE_KEY, translate
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.topics.config import TopicConfig
+from staticmq_spark.protocol.transport.channels import Channels
+from staticmq_spark.protocol.transport.grpc_errors import CODE_KEY, translate
 
 __all__ = ["BrokerCalls", "Channels", "first_call", "grpc_no_answer", "invoke"]
 

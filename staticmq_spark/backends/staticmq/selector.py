@@ -22,7 +22,7 @@ from typing import Protocol
 from staticmq_spark.backends.staticmq.rpc import Channels, invoke
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.route_view import QueueAddress
+from staticmq_spark.protocol.topics.route_view import QueueAddress
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,11 @@ from staticmq_spark.backends.staticmq.rpc import invoke
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, ReachabilityDetector
 from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
-from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.route_view import QueueAddress
-from staticmq_spark.protocol.row_encode import encode_columns_to_buffer
-from staticmq_spark.protocol.stage_wire import encode_stage_request
+from staticmq_spark.protocol.rows.codec import Int32Array
+from staticmq_spark.protocol.rows.encode import encode_columns_to_buffer
+from staticmq_spark.protocol.topics.route_view import QueueAddress
+from staticmq_spark.protocol.wire.stage_request import encode_stage_request
 
 REQUEST_TIMEOUT_S = 30.0
 BUFFER_REQUESTS = 4  # encoded rows waiting per task, at most, in requestBytes

@@ -4,7 +4,7 @@ isort:skip_file
 Shared (pop) and exclusive (ordered) consumption: the ConsumeService of a broker.
 
 Pop answers are columnar like pulls: the popped rows travel as one MessageBatch (packed rows,
-see staticmq_spark/protocol/codec.py) plus one packed little-endian array per field, never one
+see staticmq_spark/protocol/rows/codec.py) plus one packed little-endian array per field, never one
 protobuf message per queue message. Receipt handles are fixed-width opaque byte strings
 (`handle_size` bytes each) concatenated in one bytes field.
 """

@@ -3,7 +3,7 @@
 isort:skip_file
 The staticmq wire protocol: one Broker service, one NameServer service.
 
-Messages travel as MessageBatch: packed rows (see staticmq_spark/protocol/codec.py),
+Messages travel as MessageBatch: packed rows (see staticmq_spark/protocol/rows/codec.py),
 never one protobuf message per queue message. Errors are gRPC status codes whose
 trailing metadata "smq-code" names the staticmq error class (staticmq_spark/errors.py).
 """

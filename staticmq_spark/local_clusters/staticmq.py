@@ -350,7 +350,7 @@ def _client_options(acl: str | Path | None, tls_ca: str | Path | None) -> dict[s
     and its CA (default: its certificate, when the cluster's servers share a self-signed one)."""
     options: dict[str, Any] = {}
     if acl:
-        from staticmq_spark.protocol.acl import load_acl
+        from staticmq_spark.protocol.security.acl import load_acl
 
         admin = load_acl(acl).first_admin()
         if admin is None:

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidBatchError, MessageTooLargeError
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.codec import (
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import (
     FLAG_KEY,
     FLAG_TAGS,
     HEADER_DTYPE,

@@ -6,7 +6,7 @@
 The signature is HMAC-SHA1 over the date-time value with the account's secret key, so the secret
 never travels; a server refuses a time more than `MAX_SKEW_S` away from its clock, so a captured
 header is useless after a few minutes (TLS keeps it from being captured at all). Pure functions:
-the client interceptor (protocol/channels.py) and the server's check (broker_stub/auth.py) share them.
+the client interceptor (protocol/transport/channels.py) and the server's check (broker_stub/auth.py) share them.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.codec import (
+from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import (
     DECODED_SCHEMA,
     FLAG_KEY,
     FLAG_TAGS,

@@ -10,7 +10,7 @@ plain `pb.PullResponse` serialization.
 from __future__ import annotations
 
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.raw_fields import field_head, split_batch
+from staticmq_spark.protocol.wire.raw_fields import field_head, split_batch
 
 _BATCH_FIELD = pb.PullResponse.DESCRIPTOR.fields_by_name["batch"].number
 _DATA_FIELD = pb.MessageBatch.DESCRIPTOR.fields_by_name["data"].number

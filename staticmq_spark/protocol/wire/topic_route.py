@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.route_view import PLACEHOLDER_BROKER, QueueAddress, TopicRouteView
-from staticmq_spark.protocol.topic import PERM_READ, PERM_WRITE
+from staticmq_spark.protocol.topics.config import PERM_READ, PERM_WRITE
+from staticmq_spark.protocol.topics.route_view import PLACEHOLDER_BROKER, QueueAddress, TopicRouteView
 
 
 def route_from_pb(route: pb.TopicRoute) -> TopicRouteView:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.pull_wire import decode_pull_response, encode_pull_response
+from staticmq_spark.protocol.wire.pull_response import decode_pull_response, encode_pull_response
 
 HEAD = pb.PullResponse(status=pb.FOUND, next_offset=12, base_offset=10, store_timestamps=b"\1" * 16, bname="b-0")
 

@@ -1,10 +1,10 @@
 """A small real Apache RocketMQ cluster on loopback (name server + brokers), and `mqadmin`.
 
-For tests, benchmarks and trying the RocketMQ backend locally; never for production. The jars come
+For `staticmq demo --rocketmq`, the notebooks, tests and benchmarks; never for production. The jars come
 from Maven Central through `jvm_artifacts` (cached); each JVM gets a small heap, logs under the
 cluster's directory, and dies with this process (`setpriv --pdeathsig`, where available).
 
-    python -m staticmq_spark.testing.rocketmq_cluster --dir /tmp/rmq --ready-file /tmp/rmq/ready.json
+    python -m staticmq_spark.local_clusters.rocketmq --dir /tmp/rmq --ready-file /tmp/rmq/ready.json
 
 prints the name-server address (`rocketmq://127.0.0.1:PORT`) and runs until Ctrl-C.
 """
@@ -40,7 +40,10 @@ JDK17_OPENS = [
     "--add-opens=java.base/java.util=ALL-UNNAMED",
     "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
 ]
-MAX_PULL_MESSAGES = 4096  # per pull answer; RocketMQ's default is 32 messages / 256 KiB (docs/rocketmq.md)
+# Per pull answer (maxTransfer*OnMessageIn{Memory,Disk}); RocketMQ's default is 32 messages / 256 KiB
+# (docs/rocketmq.md).
+MAX_PULL_MESSAGES = 4096
+MAX_PULL_BYTES = 8 << 20
 
 
 # RocketMQ 5.5.0's TransactionalOpBatchService pins a core once a broker has ended transactional
@@ -65,18 +68,6 @@ class RocketMQClusterError(StaticMQError):
 def fetch_jars() -> Path:
     fetch_artifacts(f"rocketmq-{ROCKETMQ_VERSION}", COORDINATES)
     return bundle_dir(f"rocketmq-{ROCKETMQ_VERSION}")
-
-
-def compile_client(source: Path, classes: Path) -> str:
-    """`source` (a Java program using RocketMQ's client) compiled with javac into `classes`: the
-    classpath to run it with (RocketMQ's cached jars and `classes`). A failed compile raises with
-    javac's output."""
-    lib = fetch_jars()
-    javac = ["javac", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes), str(source)]
-    done = subprocess.run(javac, check=False, timeout=300, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RocketMQClusterError(f"javac {source.name} failed ({done.returncode}): {done.stderr[-3000:]}")
-    return f"{lib}/*:{classes}"
 
 
 def _free(port: int) -> bool:
@@ -168,10 +159,6 @@ class MQAdmin:
 
     def remap_static_topic(self, topic: str, brokers: list[str]) -> str:
         return self.run("remappingStaticTopic", "-t", topic, "-b", ",".join(brokers))
-
-    def update_broker_config(self, key: str, value: str | int) -> str:
-        """Set one broker setting on every broker of the cluster while they run."""
-        return self.run("updateBrokerConfig", "-c", "DefaultCluster", "-k", key, "-v", str(value))
 
 
 class LocalRocketMQ:
@@ -333,9 +320,9 @@ class LocalRocketMQ:
                     "autoCreateTopicEnable=false",
                     "autoCreateSubscriptionGroup=true",
                     f"maxTransferCountOnMessageInMemory={MAX_PULL_MESSAGES}",
-                    "maxTransferBytesOnMessageInMemory=8388608",
+                    f"maxTransferBytesOnMessageInMemory={MAX_PULL_BYTES}",
                     f"maxTransferCountOnMessageInDisk={MAX_PULL_MESSAGES}",
-                    "maxTransferBytesOnMessageInDisk=8388608",
+                    f"maxTransferBytesOnMessageInDisk={MAX_PULL_BYTES}",
                     "diskMaxUsedSpaceRatio=95",
                     *self._acl_lines(),
                     *(f"{k}={v}" for k, v in self.broker_settings.items()),
@@ -401,9 +388,6 @@ class LocalRocketMQ:
 
     def remap_static_topic(self, topic: str, brokers: list[str]) -> str:
         return self.admin.remap_static_topic(topic, brokers)
-
-    def update_broker_config(self, key: str, value: str | int) -> str:
-        return self.admin.update_broker_config(key, value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,11 +11,11 @@ from typing import Any
 import grpc
 
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.protocol.auth import PLAIN, ClientSecurity, Credentials
 from staticmq_spark.protocol.pb import consume_pb2_grpc
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
-from staticmq_spark.protocol.pull_wire import PULL_METHOD
+from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity, Credentials
+from staticmq_spark.protocol.wire.pull_response import PULL_METHOD
 
 MAX_MESSAGE_BYTES = 64 << 20
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
@@ -110,7 +110,7 @@ class Channels:
         return stub
 
     def raw_pull(self, addr: str) -> grpc.UnaryUnaryMultiCallable[pb.PullRequest, bytes]:
-        """The broker's Pull answering serialized bytes (read with pull_wire.decode_pull_response,
+        """The broker's Pull answering serialized bytes (read with wire.pull_response.decode_pull_response,
         which leaves the rows where they arrived)."""
         call = self._raw_pulls.get(addr)
         if call is None:

@@ -20,9 +20,9 @@ from staticmq_spark.cli.namesrv import add_namesrv, client_options
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.client.pull_consumer import PullConsumer
 from staticmq_spark.errors import InvalidOptionError, StaticMQError
-from staticmq_spark.protocol.pull_status import PullStatus
-from staticmq_spark.protocol.route_view import QueueAddress
-from staticmq_spark.protocol.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.consume.pull_status import PullStatus
+from staticmq_spark.protocol.consume.tag_expression import parse_tag_expression
+from staticmq_spark.protocol.topics.route_view import QueueAddress
 
 FIELDS = (
     "topic",

@@ -1,6 +1,6 @@
 r"""Run Apache RocketMQ's own `mqadmin` from the jars staticmq fetched (no RocketMQ install needed).
 
-    python -m staticmq_spark.testing.mqadmin -n rocketmq://127.0.0.1:9876 \
+    python -m staticmq_spark.local_clusters.mqadmin -n rocketmq://127.0.0.1:9876 \
         updateStaticTopic -t orders -qn 8 -c DefaultCluster
 
 Prints mqadmin's output; exits 1 when it failed (mqadmin itself exits 0 either way).
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from staticmq_spark.backends.address import parse_address
-from staticmq_spark.testing.rocketmq_cluster import MQAdmin, RocketMQClusterError
+from staticmq_spark.local_clusters.rocketmq import MQAdmin, RocketMQClusterError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The topic configuration value shared by broker, name server and clients (its wire form: topic_wire.py)."""
+"""The topic configuration value shared by broker, name server and clients (its wire form: wire/topic_config.py)."""
 
 from __future__ import annotations
 

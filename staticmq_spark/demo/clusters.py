@@ -1,5 +1,5 @@
-"""Where the demo runs: an embedded broker_stub cluster (default), a local Apache RocketMQ started
-by the project's own script (`--rocketmq`), or an existing RocketMQ cluster (`--namesrv rocketmq://…`).
+"""The clusters the demo runs on: an embedded broker_stub cluster (default), a local Apache RocketMQ
+started by the project's own script (`--rocketmq`), or an existing RocketMQ cluster (`--namesrv rocketmq://…`).
 All create and remap static topics through the same `Admin`."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from staticmq_spark.backends.address import parse_address
 from staticmq_spark.backends.registry import scheme_of
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.testing import LocalCluster
-from staticmq_spark.testing.rocketmq_cluster import LocalRocketMQ
+from staticmq_spark.local_clusters import LocalCluster, LocalRocketMQ
 from staticmq_spark.tls_files import write_tls_files
 
 INPUT_TOPIC = "pageviews"

@@ -12,8 +12,8 @@ A row is a fixed 28-byte little-endian header followed by its variable parts:
     28     ...  key, tags, body, properties bytes
 
 A batch is the concatenation of its rows plus one int32 size per row. The broker validates and
-stores these bytes unchanged; readers turn them into Arrow columns. Encoding (row_encode.py),
-validation and decoding (row_decode.py) work on whole columns with numpy and pyarrow kernels:
+stores these bytes unchanged; readers turn them into Arrow columns. Encoding (encode.py),
+validation and decoding (decode.py) work on whole columns with numpy and pyarrow kernels:
 no per-message Python loop. This module holds the format, the batch value and row operations.
 """
 

@@ -9,7 +9,7 @@ import pytest
 
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.stage_wire import StageChunk, decode_stage_request, encode_stage_request
+from staticmq_spark.protocol.wire.stage_request import StageChunk, decode_stage_request, encode_stage_request
 
 HEAD = pb.StageRequest(writer="q-1", batch=7, staging_id="s" * 32, topic="t", queue_id=3, seq=11)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.topic import TopicConfig
+from staticmq_spark.protocol.topics.config import TopicConfig
 
 
 def config_to_pb(cfg: TopicConfig) -> pb.TopicConfig:

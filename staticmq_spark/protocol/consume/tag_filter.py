@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.hashing import murmur3_32_many
-from staticmq_spark.protocol import arrays
-from staticmq_spark.protocol.tag_expression import TagFilter
+from staticmq_spark.protocol.consume.tag_expression import TagFilter
+from staticmq_spark.protocol.rows import arrays
 
 # Consume-queue entry codes (the entry's int32 `flags`): UNKNOWN for entries written before tag
 # codes existed (a filter keeps them: the reader checks their tag), NO_TAG for a message without a

@@ -17,9 +17,9 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from staticmq_spark.errors import InvalidArgumentError
-from staticmq_spark.protocol.codec import Int32Array
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.raw_fields import field_head, split_batch
+from staticmq_spark.protocol.rows.codec import Int32Array
+from staticmq_spark.protocol.wire.raw_fields import field_head, split_batch
 
 _ROWS_FIELD = pb.StageRequest.DESCRIPTOR.fields_by_name["rows"].number
 _DATA_FIELD = pb.MessageBatch.DESCRIPTOR.fields_by_name["data"].number

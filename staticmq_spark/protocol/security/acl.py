@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from staticmq_spark.errors import AccessDeniedError, InvalidOptionError, UnauthenticatedError, missing_extra
-from staticmq_spark.protocol.names import DLQ_PREFIX, RETRY_PREFIX
+from staticmq_spark.protocol.topics.names import DLQ_PREFIX, RETRY_PREFIX
 
 
 class Perm(enum.Flag):

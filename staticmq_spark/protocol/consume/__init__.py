@@ -1,0 +1,2 @@
+"""What consumers ask and are answered: pull statuses, pop ack outcomes and popped messages'
+properties, tag expressions and their filters."""

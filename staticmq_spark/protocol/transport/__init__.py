@@ -1,0 +1,1 @@
+"""gRPC plumbing: opening channels (options, TLS, request signing) and gRPC failures -> staticmq errors."""
