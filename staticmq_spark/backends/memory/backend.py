@@ -55,7 +55,7 @@ def _columns(messages: Sequence[Stored], include_properties: bool) -> pa.RecordB
 
 
 class MemoryReader:
-    capabilities = Capabilities(two_phase_staging=True, pop=False)
+    capabilities = Capabilities(two_phase_staging=True, pop=False, producer=False, pull_consumer=False)
 
     def __init__(self, address: ClusterAddress) -> None:
         self.address = address
@@ -281,7 +281,7 @@ class MemoryAdmin:
 
 class MemoryBackend:
     scheme = "memory"
-    capabilities = Capabilities(two_phase_staging=True, pop=False)
+    capabilities = Capabilities(two_phase_staging=True, pop=False, producer=False, pull_consumer=False)
 
     def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address
