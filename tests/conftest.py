@@ -9,10 +9,17 @@ from typing import Any
 
 import pytest
 
+from staticmq_spark.backends.memory import MemoryCluster
 from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
-from tests.support.backends import Backend, rocketmq_backend, staticmq_backend
 from tests.support.cluster_process import ClusterProcess
+from tests.support.clusters_under_test import (
+    REAL,
+    ClusterUnderTest,
+    admin_cluster_under_test,
+    rocketmq_under_test,
+    staticmq_under_test,
+)
 
 _names = itertools.count()
 
@@ -69,9 +76,23 @@ def staticmq_session_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield cluster
 
 
-@pytest.fixture(params=["staticmq", "rocketmq"])
-def backend(request: pytest.FixtureRequest) -> Backend:
-    """Each conformance scenario runs on broker_stub and on a real Apache RocketMQ."""
+@pytest.fixture(scope="session")
+def memory_session_cluster() -> Iterator[MemoryCluster]:
+    cluster = MemoryCluster("conformance", ["broker-0", "broker-1"])
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(params=REAL)
+def backend(request: pytest.FixtureRequest) -> ClusterUnderTest:
+    """A cluster under test, by backend: broker_stub and a real Apache RocketMQ unless a test names
+    others (`pytest.mark.parametrize("backend", kinds_with(...), indirect=True)`; the memory
+    backend lives in this process, so only tests that stay in it can use it)."""
     if request.param == "rocketmq":
-        return rocketmq_backend(request.getfixturevalue("rocketmq_cluster"))
-    return staticmq_backend(request.getfixturevalue("staticmq_session_cluster"))
+        return rocketmq_under_test(request.getfixturevalue("rocketmq_cluster"))
+    if request.param == "memory":
+        memory: MemoryCluster = request.getfixturevalue("memory_session_cluster")
+        return admin_cluster_under_test("memory", f"memory://{memory.name}", sorted(memory.brokers))
+    return staticmq_under_test(request.getfixturevalue("staticmq_session_cluster"))

@@ -62,8 +62,13 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
+    """The optional parts of a backend; an operation it lacks raises UnsupportedOperationError
+    naming the operation."""
+
     two_phase_staging: bool  # the sink stages rows and commits them once (exactly-once sink)
     pop: bool  # POP consumption and exclusive (locked) consumption
+    producer: bool = True  # Backend.producer: sending outside Spark (the memory backend has none)
+    pull_consumer: bool = True  # Backend.pull_consumer: pulling logic queues outside Spark
 
 
 # ---------------------------------------------------------------------------- reading

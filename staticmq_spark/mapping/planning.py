@@ -3,6 +3,8 @@ they get, and the copy of the mapping each broker stores (leader completeness).
 
 Allocation: existing logic queues never move; each new one goes to the least-loaded target
 broker (ties: the order targets are given in), so counts differ by at most one.
+Create/grow (`plan_create_steps`): the new logic queues' items, the new epoch, and each broker's
+copy, written first to the brokers that lead a logic queue, then to the others.
 Remap: every target gets a quota (total / targets, the remainder going to the brokers that lead
 most now, so fewer queues move); a logic queue stays while its broker is a target with room;
 the others move to targets with room, least loaded first. A broker therefore only maps queues
@@ -17,6 +19,7 @@ from dataclasses import dataclass, replace
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.mapping.items import UNDECIDED, Chain, MappingItem, TopicQueueMapping
 from staticmq_spark.mapping.rules import next_epoch, settle_logic_offset
+from staticmq_spark.mapping.views import PhysicalBounds
 
 
 def _check_targets(targets: Sequence[str]) -> None:
@@ -148,6 +151,55 @@ def is_undecided(chain: Chain) -> bool:
     return chain[-1].logic_offset == UNDECIDED
 
 
+def leaders_first(chains: Mapping[int, Chain], brokers: Iterable[str]) -> list[str]:
+    """The write order of a create, grow or repair: the brokers that lead a logic queue, then
+    every other one (each sorted by name)."""
+    hosting = sorted({c[-1].bname for c in chains.values()})
+    return hosting + [n for n in sorted(brokers) if n not in hosting]
+
+
+@dataclass(frozen=True)
+class CreateSteps:
+    """A create or grow as the brokers receive it: write `copies` (at `epoch`) to the brokers in
+    `order` (the leaders first). `placements`: each new logic queue's broker."""
+
+    placements: dict[int, str]
+    epoch: int
+    copies: dict[str, TopicQueueMapping]
+    order: list[str]
+
+
+def plan_create_steps(
+    topic: str,
+    total_queues: int,
+    current_total: int,
+    epoch: int,
+    chains: Mapping[int, Chain],
+    targets: Sequence[str],
+    physical_counts: Mapping[str, int],
+    now_ms: int,
+) -> CreateSteps:
+    """Create `topic` with `total_queues` logic queues, or grow it to that many. `current_total`,
+    `epoch`, `chains`: the topic as it is (0, 0, {} when it does not exist); `physical_counts`:
+    every live broker -> its physical queues of the topic (a new item takes the next id). Existing
+    logic queues stay; each new one starts at logic offset 0 on a least-loaded target; shrinking
+    is refused (a key's logic queue must never change)."""
+    if total_queues <= 0:
+        raise InvalidArgumentError(f"-qn must be positive, got {total_queues}")
+    if total_queues < current_total:
+        raise InvalidArgumentError(
+            f"static topic {topic!r} has {current_total} logic queues; shrinking to {total_queues} "
+            "is refused (a key's logic queue must never change)"
+        )
+    placements = plan_allocation(total_queues, targets, leaders_of(chains))
+    grown = dict(chains)
+    for q, item in new_items(placements, physical_counts, gens={}, logic_offset=0, now_ms=now_ms).items():
+        grown[q] = (item,)
+    new_epoch = next_epoch(epoch, now_ms)
+    copies = copies_for(topic, new_epoch, total_queues, grown, physical_counts)
+    return CreateSteps(dict(placements), new_epoch, copies, leaders_first(grown, physical_counts))
+
+
 @dataclass(frozen=True)
 class RemapSteps:
     """A remap as the brokers receive it (switch-new, fence-old, settle-new): `copies` (at `epoch`)
@@ -186,6 +238,36 @@ def plan_remap_steps(
     map_out = sorted({chains[q][-1].bname for q in moves})
     copies = copies_for(topic, new_epoch, total_queues, pending, brokers)
     return RemapSteps(moves, new_epoch, pending, map_in, map_out, copies)
+
+
+def settle_chains(
+    chains: Mapping[int, Chain], queues: Iterable[int], fenced: Mapping[tuple[str, int], PhysicalBounds], now_ms: int
+) -> dict[int, Chain]:
+    """Each of `queues`' pending chains settled from its fenced old leader's physical bounds
+    (`fenced[(broker, physical queue)]`; a queue with none ends where it started)."""
+    out = {}
+    for q in queues:
+        old = chains[q][-2]
+        bounds = fenced.get((old.bname, old.queue))
+        final_max = bounds.max_offset if bounds is not None else old.start_offset
+        last_ts = bounds.last_store_timestamp if bounds is not None else 0
+        out[q] = settled_chain(chains[q], final_max, last_ts, now_ms)
+    return out
+
+
+def plan_settled_copies(
+    steps: RemapSteps,
+    fenced: Mapping[tuple[str, int], PhysicalBounds],
+    physical_min: Mapping[tuple[str, int], int],
+    now_ms: int,
+) -> dict[str, TopicQueueMapping]:
+    """Step 3 of a remap: every broker's copy (at the remap's epoch) once each moved chain is settled
+    from its fenced old leader's bounds, expired items dropped (`physical_min`: drop_expired's).
+    Written to the map-in brokers first, then to every other one."""
+    settled = settle_chains(steps.pending, sorted(steps.moves), fenced, now_ms)
+    final = {q: drop_expired(chain, physical_min) for q, chain in {**steps.pending, **settled}.items()}
+    first = next(iter(steps.copies.values()))
+    return copies_for(first.topic, steps.epoch, first.total_queues, final, steps.copies)
 
 
 def settled_chain(chain: Chain, final_max: int, last_store_ms: int, now_ms: int) -> Chain:

@@ -1,6 +1,12 @@
-"""The same static-topic scenarios on broker_stub and on a real Apache RocketMQ cluster: create
-with the backend's own admin, send keyed rows, pull across remaps, offsets and group offsets, and
-the exactly-once sink, and tag filters applied by the brokers."""
+"""The same static-topic scenarios on broker_stub, on a real Apache RocketMQ cluster and on the
+memory backend: create and remap with the backend's own admin, send keyed rows, pull across remaps,
+offsets and group offsets, the exactly-once sink, and tag filters applied by the brokers.
+
+Each scenario runs on every cluster whose backend declares the capabilities it uses
+(`Capabilities`, see tests/support/clusters_under_test.py): the memory backend has no producer
+and no pull consumer, so the scenarios that send or pull outside Spark run on the other two, and
+`test_a_backend_without_a_producer_or_pull_consumer_refuses_naming_the_operation` holds that it
+says so; the ones that use only the admin, the reader and the sink run on all three."""
 
 from __future__ import annotations
 
@@ -11,21 +17,31 @@ import pytest
 
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import WriteSettings
-from staticmq_spark.client import Producer, PullConsumer, PullStatus
-from staticmq_spark.errors import InvalidArgumentError
+from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
+from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 from staticmq_spark.hashing import queue_for_key
-from tests.support.backends import Backend
+from staticmq_spark.source.snapshot import take_snapshot
+from tests.support.clusters_under_test import ClusterUnderTest, kinds_with, kinds_without
 from tests.support.sink_tasks import write_task
-from tests.support.static_helpers import read_queue
+from tests.support.static_helpers import read_queue, read_through_reader
 
 _n = itertools.count()
 
 
-def _topic(backend: Backend, what: str) -> str:
+def on(kinds: list[str]) -> pytest.MarkDecorator:
+    """Run a scenario on these clusters under test (the `backend` fixture, indirectly)."""
+    return pytest.mark.parametrize("backend", kinds, indirect=True)
+
+
+EVERY = on(kinds_with())
+SENDS_AND_PULLS = on(kinds_with("producer", "pull_consumer"))
+
+
+def _topic(backend: ClusterUnderTest, what: str) -> str:
     return f"conf-{what}-{backend.name}-{next(_n)}"
 
 
-def _send(backend: Backend, topic: str, queue: int, prefix: str, n: int) -> list[int]:
+def _send(backend: ClusterUnderTest, topic: str, queue: int, prefix: str, n: int) -> list[int]:
     with Producer(backend.address) as producer:
         results = producer.send_batch(topic, [f"{prefix}-{i}" for i in range(n)], queue=queue)
     offsets = []
@@ -34,7 +50,7 @@ def _send(backend: Backend, topic: str, queue: int, prefix: str, n: int) -> list
     return offsets
 
 
-def _remapped(backend: Backend, topic: str, queues: int) -> dict[int, list[tuple[int, bytes]]]:
+def _remapped(backend: ClusterUnderTest, topic: str, queues: int) -> dict[int, list[tuple[int, bytes]]]:
     """Topic on broker 0, 5 messages per queue; remap to broker 1, 3 more; back to broker 0, 2 more."""
     first, second = backend.brokers[0], backend.brokers[1]
     backend.create(topic, queues, [first])
@@ -50,7 +66,8 @@ def _remapped(backend: Backend, topic: str, queues: int) -> dict[int, list[tuple
         return {q: read_queue(consumer, topic, q) for q in range(queues)}
 
 
-def test_keyed_send_lands_in_murmur3_logic_queue(backend: Backend) -> None:
+@SENDS_AND_PULLS
+def test_keyed_send_lands_in_murmur3_logic_queue(backend: ClusterUnderTest) -> None:
     topic = _topic(backend, "keyed")
     backend.create(topic, 4, backend.brokers)
     keys = [f"user-{i}" for i in range(40)]
@@ -64,7 +81,8 @@ def test_keyed_send_lands_in_murmur3_logic_queue(backend: Backend) -> None:
             assert sorted(body.decode() for _, body in got) == sorted(f"v-{k}" for k in keys if placed[k] == q)
 
 
-def test_pull_reads_across_two_remaps_in_send_order(backend: Backend) -> None:
+@SENDS_AND_PULLS
+def test_pull_reads_across_two_remaps_in_send_order(backend: ClusterUnderTest) -> None:
     topic = _topic(backend, "remap")
     read = _remapped(backend, topic, 2)
     for q, rows in read.items():
@@ -77,7 +95,8 @@ def test_pull_reads_across_two_remaps_in_send_order(backend: Backend) -> None:
         assert offsets[5] == 10000 and offsets[8] == 20000, offsets
 
 
-def test_min_and_max_offsets_after_remap_span_every_segment(backend: Backend) -> None:
+@SENDS_AND_PULLS
+def test_min_and_max_offsets_after_remap_span_every_segment(backend: ClusterUnderTest) -> None:
     topic = _topic(backend, "bounds")
     _remapped(backend, topic, 2)
     with PullConsumer(backend.address) as consumer:
@@ -86,7 +105,8 @@ def test_min_and_max_offsets_after_remap_span_every_segment(backend: Backend) ->
             assert consumer.max_offset(topic, q) == 20002
 
 
-def test_pull_in_the_hole_between_segments_points_at_the_next_segment(backend: Backend) -> None:
+@SENDS_AND_PULLS
+def test_pull_in_the_hole_between_segments_points_at_the_next_segment(backend: ClusterUnderTest) -> None:
     topic = _topic(backend, "hole")
     _remapped(backend, topic, 1)
     with PullConsumer(backend.address) as consumer:
@@ -102,7 +122,8 @@ def test_pull_in_the_hole_between_segments_points_at_the_next_segment(backend: B
         assert (beyond.status, beyond.next_offset) == (PullStatus.OFFSET_MOVED, 20002)
 
 
-def test_group_offsets_commit_and_read_back_in_every_segment(backend: Backend) -> None:
+@SENDS_AND_PULLS
+def test_group_offsets_commit_and_read_back_in_every_segment(backend: ClusterUnderTest) -> None:
     topic = _topic(backend, "group")
     _remapped(backend, topic, 1)
     group = f"conf-group-{backend.name}-{next(_n)}"
@@ -113,11 +134,10 @@ def test_group_offsets_commit_and_read_back_in_every_segment(backend: Backend) -
             assert consumer.committed(topic, 0) == offset
 
 
-def test_snapshot_resolves_the_chain_with_fenced_old_segments(backend: Backend) -> None:
+@SENDS_AND_PULLS
+def test_snapshot_resolves_the_chain_with_fenced_old_segments(backend: ClusterUnderTest) -> None:
     topic = _topic(backend, "chain")
     _remapped(backend, topic, 1)
-    from staticmq_spark.source.snapshot import take_snapshot
-
     access = open_backend(backend.address).reader()
     try:
         snap = take_snapshot(access, topic)
@@ -130,7 +150,8 @@ def test_snapshot_resolves_the_chain_with_fenced_old_segments(backend: Backend) 
     assert snap.bounds[0].min_offset == 0 and snap.bounds[0].max_offset == 20002
 
 
-def test_topic_names_include_every_static_topic(backend: Backend) -> None:
+@EVERY
+def test_topic_names_include_every_static_topic(backend: ClusterUnderTest) -> None:
     """What topicPattern subscriptions list: the cluster's topics (every static one among them)."""
     topic = _topic(backend, "listed")
     backend.create(topic, 2, backend.brokers)
@@ -150,10 +171,11 @@ def test_bad_addresses_are_refused_naming_the_address(bad: str) -> None:
         open_backend(bad).reader()
 
 
+@EVERY
 def test_sink_is_exactly_once_through_a_failed_attempt_a_remap_between_batches_and_a_replayed_commit(
-    backend: Backend,
+    backend: ClusterUnderTest,
 ) -> None:
-    """The exactly-once sink on both backends, driven as Spark drives it: task attempts write,
+    """The exactly-once sink on every backend, driven as Spark drives it: task attempts write,
     the driver commits the attempts that succeeded; a commit run again (a replayed micro-batch)
     makes nothing visible twice; a remap between two batches moves the next batch's rows."""
     topic = _topic(backend, "sink")
@@ -172,14 +194,80 @@ def test_sink_is_exactly_once_through_a_failed_attempt_a_remap_between_batches_a
     sink.commit(settings, "conformance", 0, first)  # the driver died after committing: replayed
     backend.remap(topic, backend.brokers[:1])
     sink.commit(settings, "conformance", 1, [write_task(sink, settings, "conformance", 1, 0, [rows(1)])])
-    with PullConsumer(backend.address) as consumer:
-        seen = [(q, body.decode()) for q in range(4) for _, body in read_queue(consumer, topic, q)]
+    reader = open_backend(backend.address).reader()  # read as the Spark source reads: every backend has it
+    try:
+        seen = [(q, body.decode()) for q in range(4) for _, body in read_through_reader(reader, topic, q)]
+    finally:
+        reader.close()
     assert sorted(body for _, body in seen) == sorted(f"b{b}-{i}" for b in range(2) for i in range(60))
     keys = {f"b{b}-{i}": f"user-{i % 17}" for b in range(2) for i in range(60)}
     assert all(queue_for_key(keys[body], 4) == q for q, body in seen)
 
 
-def test_sink_places_keyless_rows_round_robin_from_the_partition(backend: Backend) -> None:
+@EVERY
+def test_sink_rows_stay_in_their_logic_queue_across_a_create_a_grow_and_two_remaps(backend: ClusterUnderTest) -> None:
+    """The create/grow and remap steps as each backend's admin runs them, seen through the reader:
+    a remap fences the old segment where its data ends and starts the new one past it (the next
+    multiple of 10000 past old end + 5000); a grow adds logic queues and moves none."""
+    topic = _topic(backend, "steps")
+    first, second = backend.brokers[0], backend.brokers[1]
+    backend.create(topic, 1, [first])
+    sink = open_backend(backend.address).sink()
+    settings = WriteSettings(namesrv=backend.address, topic=topic)
+
+    def write(batch: int, n: int) -> None:
+        rows = pa.RecordBatch.from_pydict({"value": [f"s{batch}-{i}".encode() for i in range(n)]})
+        sink.commit(settings, "steps", batch, [write_task(sink, settings, "steps", batch, 0, [rows])])
+
+    write(0, 5)
+    backend.remap(topic, [second])
+    write(1, 3)
+    backend.remap(topic, [first])
+    write(2, 2)
+    backend.create(topic, 3, [first, second])  # grow: queue 0 stays on `first`
+    reader = open_backend(backend.address).reader()
+    try:
+        snap = take_snapshot(reader, topic)
+        rows = read_through_reader(reader, topic, 0)
+    finally:
+        reader.close()
+    assert snap.total_queues == 3
+    assert [i.bname for i in snap.chains[0]] == [first, second, first]
+    assert [i.logic_offset for i in snap.chains[0]] == [0, 10000, 20000]
+    assert [i.logic_end() for i in snap.chains[0][:-1]] == [5, 10003]
+    for q in (1, 2):  # where a grow places them is the admin's own (mqadmin's on RocketMQ)
+        assert [(i.logic_offset, i.bname in (first, second)) for i in snap.chains[q]] == [(0, True)]
+    assert [o for o, _ in rows] == [0, 1, 2, 3, 4, 10000, 10001, 10002, 20000, 20001]
+    segments = [sorted(b.decode() for o, b in rows if lo <= o < lo + 10000) for lo in (0, 10000, 20000)]
+    # (RocketMQ's transactional sink commits each row's half on its own: a batch's order may vary)
+    assert segments == [[f"s{batch}-{i}" for i in range(n)] for batch, n in enumerate((5, 3, 2))]
+
+
+@EVERY
+def test_the_admin_reports_one_consistent_epoch_after_a_create_and_refuses_to_shrink(
+    backend: ClusterUnderTest,
+) -> None:
+    topic = _topic(backend, "admin")
+    backend.create(topic, 4, backend.brokers)
+    with Admin(backend.address) as admin:
+        report, _ = admin.static_topic_status(topic)
+        assert report.ok and report.total_queues == 4 and report.epoch > 0
+        assert sorted(c[-1].bname for c in report.chains.values()) == sorted(backend.brokers * 2)
+        with pytest.raises(InvalidArgumentError, match="shrink"):
+            admin.update_static_topic(topic, 2, brokers=backend.brokers)
+
+
+@on(kinds_without("producer"))
+def test_a_backend_without_a_producer_or_pull_consumer_refuses_naming_the_operation(backend: ClusterUnderTest) -> None:
+    assert not backend.capabilities.producer and not backend.capabilities.pull_consumer
+    with pytest.raises(UnsupportedOperationError, match="producer"):
+        Producer(backend.address)
+    with pytest.raises(UnsupportedOperationError, match="pull consumer"):
+        PullConsumer(backend.address)
+
+
+@EVERY
+def test_sink_places_keyless_rows_round_robin_from_the_partition(backend: ClusterUnderTest) -> None:
     """The one placement rule, the same on every backend (docs/sink.md): row i of Spark partition p
     without a key or queueId goes to logic queue (p + i) mod totalQueues; a keyed row to
     murmur3(key) mod totalQueues, and an explicit queueId wins over both."""
@@ -189,19 +277,20 @@ def test_sink_places_keyless_rows_round_robin_from_the_partition(backend: Backen
     settings = WriteSettings(namesrv=backend.address, topic=topic)
     tasks = []
     for partition in (0, 3):
-        keys = [None, "user-7", *[None] * 8]
-        queue_ids = [None, None, 2, *[None] * 7]
         rb = pa.RecordBatch.from_pydict(
             {
-                "key": pa.array(keys, pa.string()),
-                "queueId": pa.array(queue_ids, pa.int32()),
+                "key": pa.array([None, "user-7", *[None] * 8], pa.string()),
+                "queueId": pa.array([None, None, 2, *[None] * 7], pa.int32()),
                 "value": [f"p{partition}-{i}".encode() for i in range(10)],
             }
         )
         tasks.append(write_task(sink, settings, "keyless", 0, partition, [rb.slice(0, 4), rb.slice(4)]))
     sink.commit(settings, "keyless", 0, tasks)
-    with PullConsumer(backend.address) as consumer:
-        landed = {body.decode(): q for q in range(4) for _, body in read_queue(consumer, topic, q)}
+    reader = open_backend(backend.address).reader()
+    try:
+        landed = {body.decode(): q for q in range(4) for _, body in read_through_reader(reader, topic, q)}
+    finally:
+        reader.close()
     expected = {f"p{p}-{i}": (p + i) % 4 for p in (0, 3) for i in range(10)}
     expected.update({f"p{p}-1": queue_for_key("user-7", 4) for p in (0, 3)})
     expected.update({f"p{p}-2": 2 for p in (0, 3)})
@@ -211,7 +300,10 @@ def test_sink_places_keyless_rows_round_robin_from_the_partition(backend: Backen
 TAG_CYCLE = ["TagA", "TagB", None, "TagC", "TagB"]
 
 
-def test_tag_filter_returns_only_matching_messages_at_their_logic_offsets_across_a_remap(backend: Backend) -> None:
+@SENDS_AND_PULLS
+def test_tag_filter_returns_only_matching_messages_at_their_logic_offsets_across_a_remap(
+    backend: ClusterUnderTest,
+) -> None:
     """`tags` (the source's `subscription`) is applied by the brokers: only messages whose tag is
     named come back, each at its own logic offset (the others are gaps), across segments."""
     topic = _topic(backend, "tags")

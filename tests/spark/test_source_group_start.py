@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
-from tests.support.backends import Backend, rocketmq_backend
+from tests.support.clusters_under_test import ClusterUnderTest, rocketmq_under_test
 from tests.support.rocketmq_tools import compile_client
 from tests.support.spark import available_now_rows, by_queue, new_topic, produce, source
 from tests.support.static_helpers import read_queue
@@ -23,7 +23,7 @@ _n = itertools.count()
 JAVA_CONSUMER = Path(__file__).parents[1] / "support" / "java" / "GroupConsumer.java"
 
 
-def test_a_query_starting_from_a_group_reads_from_its_committed_offsets(spark, backend: Backend) -> None:
+def test_a_query_starting_from_a_group_reads_from_its_committed_offsets(spark, backend: ClusterUnderTest) -> None:
     """On both backends: the group's offsets committed by another consumer (on RocketMQ they are
     stored by the brokers, where a Java client's commits go too), in a topic remapped since."""
     topic = f"group-start-{backend.name}-{next(_n)}"
@@ -65,7 +65,7 @@ def test_a_query_takes_over_a_group_committed_by_rocketmqs_java_client(
     (tests/support/java/GroupConsumer.java) consumes a static topic remapped since its creation and
     persists the group's offsets as it shuts down; a query with startingOffsets=group (every queue
     must have an offset) then reads exactly the messages sent after, none of those before."""
-    backend = rocketmq_backend(rocketmq_cluster)
+    backend = rocketmq_under_test(rocketmq_cluster)
     topic = f"java-group-{os.getpid()}-{next(_n)}"
     group = f"java-app-{os.getpid()}-{next(_n)}"
     backend.create(topic, 4, backend.brokers[:1])

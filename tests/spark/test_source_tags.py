@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from staticmq_spark.client import Producer
-from tests.support.backends import Backend
+from tests.support.clusters_under_test import ClusterUnderTest
 from tests.support.spark import source
 
 pytestmark = pytest.mark.spark
@@ -19,7 +19,7 @@ _n = itertools.count()
 TAGS = ["TagA", "TagB", None, "TagC", "TagB", "TagB", "TagA", None, "TagB", "TagB"]
 
 
-def _send(backend: Backend, topic: str, label: str, n: int) -> None:
+def _send(backend: ClusterUnderTest, topic: str, label: str, n: int) -> None:
     keys = [f"user-{i % 41}" for i in range(n)]
     with Producer(backend.address) as producer:
         producer.send_batch(
@@ -28,7 +28,7 @@ def _send(backend: Backend, topic: str, label: str, n: int) -> None:
 
 
 def test_subscription_streams_only_matching_tags_exactly_once_across_micro_batches_and_a_remap(
-    spark: SparkSession, backend: Backend
+    spark: SparkSession, backend: ClusterUnderTest
 ) -> None:
     topic = f"tags-{backend.name}-{next(_n)}"
     backend.create(topic, 3, backend.brokers[:1])
@@ -69,7 +69,9 @@ def test_subscription_streams_only_matching_tags_exactly_once_across_micro_batch
     assertDataFrameEqual(batch, everything.where("tags = 'TagC'").select("queueId", "queueOffset", "value", "tags"))
 
 
-def test_a_subscription_naming_no_tag_is_refused_naming_the_option(spark: SparkSession, backend: Backend) -> None:
+def test_a_subscription_naming_no_tag_is_refused_naming_the_option(
+    spark: SparkSession, backend: ClusterUnderTest
+) -> None:
     reader = spark.read.format("staticmq").option("namesrv", backend.address).option("topic", "any")
     with pytest.raises(Exception, match=r"subscription.*names no tag"):
         reader.option("subscription", " || ").load().collect()

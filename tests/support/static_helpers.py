@@ -1,8 +1,11 @@
-"""Helpers for static-topic tests: read a logic queue to its end, send numbered messages."""
+"""Helpers for static-topic tests: read a logic queue to its end (through the client's pull
+consumer, or through a backend's reader port as the Spark source does), send numbered messages."""
 
 from __future__ import annotations
 
+from staticmq_spark.backends.api import ClusterReader
 from staticmq_spark.client import Producer, PullConsumer, PullStatus
+from staticmq_spark.source.snapshot import take_snapshot
 
 
 def read_queue(
@@ -24,6 +27,28 @@ def read_queue(
         else:
             return out
     raise AssertionError("read_queue did not finish")
+
+
+def read_through_reader(reader: ClusterReader, topic: str, queue: int) -> list[tuple[int, bytes]]:
+    """Every (logic offset, body) of a logic queue, segment by segment along its chain, with the
+    reader port's physical pulls (the path of the Spark source; every backend has it)."""
+    snap = take_snapshot(reader, topic)
+    out: list[tuple[int, bytes]] = []
+    for item in (i for i in snap.chains[queue] if i.decided):
+        offset = item.start_offset
+        for _ in range(10_000):
+            if 0 <= item.end_offset <= offset:
+                break
+            read = reader.pull_physical(topic, item.bname, snap.addrs[item.bname], item.queue, offset, 500, 10.0)
+            if read.status is PullStatus.FOUND and read.messages is not None:
+                bodies = read.messages.columns.column("body").to_pylist()
+                for physical, body in zip(read.messages.queue_offsets.tolist(), bodies, strict=True):
+                    if item.end_offset < 0 or physical < item.end_offset:
+                        out.append((item.to_logic(physical), body))
+            elif read.status is PullStatus.NO_NEW_MESSAGE or read.next_offset <= offset:
+                break
+            offset = read.next_offset
+    return out
 
 
 def send_numbered(producer: Producer, topic: str, queue: int, prefix: str, n: int) -> list[int]:

@@ -55,7 +55,7 @@ def _columns(messages: Sequence[Stored], include_properties: bool) -> pa.RecordB
 
 
 class MemoryReader:
-    capabilities = Capabilities(two_phase_staging=True, pop=False)
+    capabilities = Capabilities(two_phase_staging=True, pop=False, producer=False, pull_consumer=False)
 
     def __init__(self, address: ClusterAddress, cluster: MemoryCluster) -> None:
         self.address = address
@@ -281,7 +281,7 @@ class MemoryBackend:
     cluster closed and made again under the same name is the new one)."""
 
     scheme = "memory"
-    capabilities = Capabilities(two_phase_staging=True, pop=False)
+    capabilities = Capabilities(two_phase_staging=True, pop=False, producer=False, pull_consumer=False)
 
     def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address

@@ -1,6 +1,6 @@
 """The in-memory cluster: brokers holding topic configs, mapping copies, physical queues and group
-offsets; its static-topic operations are the pure mapping math with the staticmq backend's steps
-(backends/staticmq/remap.py: switch-new, fence-old, settle-new), so logic offsets jump across a remap."""
+offsets. It is a `MappingStore`, so its create/grow and remap are the staticmq backend's own steps
+(backends/static_topic_steps.py: switch-new, fence-old, settle-new): logic offsets jump across a remap."""
 
 from __future__ import annotations
 
@@ -9,28 +9,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from staticmq_spark.backends import static_topic_steps as steps
 from staticmq_spark.backends.targets import row_targets
 from staticmq_spark.backends.types import BrokerState, OperationResult, PhysicalBounds
-from staticmq_spark.errors import (
-    BrokerNotFoundError,
-    InconsistentTopicError,
-    InvalidArgumentError,
-    TopicNotFoundError,
-)
-from staticmq_spark.mapping import (
-    Chain,
-    ConsistencyReport,
-    TopicQueueMapping,
-    check_states,
-    copies_for,
-    drop_expired,
-    leaders_of,
-    new_items,
-    next_epoch,
-    plan_allocation,
-    plan_remap_steps,
-    settled_chain,
-)
+from staticmq_spark.errors import BrokerNotFoundError, TopicNotFoundError
+from staticmq_spark.mapping import Chain, TopicQueueMapping, check_states
 from staticmq_spark.protocol.topics.config import TopicConfig
 
 CLUSTERS: dict[str, MemoryCluster] = {}
@@ -125,18 +108,13 @@ class MemoryCluster:
             raise BrokerNotFoundError(f"broker {bname!r} is not in memory cluster {self.name!r}")
         return broker.queues.setdefault((topic, queue), PhysicalQueue())
 
-    # ------------------------------------------------------------------ admin (StaticTopicAdmin's steps)
+    # ------------------------------------------------------------------ admin: the MappingStore port
 
-    def _write(self, copies: dict[str, TopicQueueMapping], order: Iterable[str]) -> None:
-        for name in order:
-            self.brokers[name].write_mapping(copies[name])
+    def gather(self, topic: str, brokers: Sequence[str] | None = None) -> dict[str, BrokerState]:
+        return self.states(topic, brokers)
 
-    def _consistent(self, topic: str) -> tuple[ConsistencyReport, dict[str, BrokerState]]:
-        states = self.states(topic)
-        report = check_states(topic, states)
-        if report.exists and not report.ok:
-            raise InconsistentTopicError(f"static topic {topic!r} is inconsistent: {report.describe()}")
-        return report, states
+    def write_mapping(self, broker: BrokerState, mapping: TopicQueueMapping) -> None:
+        self.brokers[broker.name].write_mapping(mapping)
 
     def _targets(self, brokers: Sequence[str] | None) -> list[str]:
         targets = list(brokers or self.brokers)
@@ -148,57 +126,14 @@ class MemoryCluster:
     def create_static_topic(
         self, topic: str, total_queues: int, brokers: Sequence[str] | None = None
     ) -> OperationResult:
-        if total_queues <= 0:
-            raise InvalidArgumentError(f"-qn must be positive, got {total_queues}")
         with self.lock:
-            targets = self._targets(brokers)
-            report, states = self._consistent(topic)
-            chains = dict(report.chains) if report.exists else {}
-            now = now_ms()
-            placements = plan_allocation(total_queues, targets, leaders_of(chains))
-            next_ids = {n: s.physical_count for n, s in states.items()}
-            for q, item in new_items(placements, next_ids, gens={}, logic_offset=0, now_ms=now).items():
-                chains[q] = (item,)
-            epoch = next_epoch(report.epoch, now)
-            copies = copies_for(topic, epoch, total_queues, chains, states)
-            hosting = sorted({c[-1].bname for c in chains.values()})
-            self._write(copies, hosting + [n for n in sorted(states) if n not in hosting])
-            return OperationResult(topic, epoch, total_queues, {}, dict(placements), f"{len(placements)} created")
+            return steps.create_or_grow(self, topic, total_queues, self._targets(brokers), now_ms())
 
     def remap(
         self, topic: str, brokers: Sequence[str], on_step: Callable[[str], None] | None = None
     ) -> OperationResult:
-        step = on_step or (lambda _name: None)
         with self.lock:
-            targets = self._targets(brokers)
-            report, states = self._consistent(topic)
-            if not report.exists:
-                raise TopicNotFoundError(f"static topic {topic!r} does not exist")
-            chains = dict(report.chains)
-            now = now_ms()
-            counts = {n: st.physical_count for n, st in states.items()}
-            plan = plan_remap_steps(topic, report.total_queues, report.epoch, chains, targets, counts, states, now)
-            if plan is None:
-                return OperationResult(topic, report.epoch, report.total_queues, {}, {}, "nothing to move")
-            moves, epoch, pending, map_in = plan.moves, plan.epoch, plan.pending, plan.map_in
-            self._write(plan.copies, map_in)  # 1. switch to new
-            step("switched")
-            self._write(plan.copies, plan.map_out)  # 2. fence old
-            step("fenced")
-            settled = {}
-            for q in moves:  # 3. settle new: logic offset from the old segment's final end
-                old = pending[q][-2]
-                bounds = self.physical(topic, old.bname, old.queue).bounds()
-                settled[q] = settled_chain(pending[q], bounds.max_offset, bounds.last_store_timestamp, now)
-            lows = {(n, q): pq.low for n, b in self.brokers.items() for (t, q), pq in b.queues.items() if t == topic}
-            final = {q: drop_expired(c, lows) for q, c in {**chains, **settled}.items()}
-            copies = copies_for(topic, epoch, report.total_queues, final, states)
-            self._write(copies, map_in)
-            step("settled")
-            self._write(copies, [n for n in sorted(states) if n not in map_in])
-            step("done")
-            moved = {q: (chains[q][-1].bname, moves[q]) for q in moves}
-            return OperationResult(topic, epoch, report.total_queues, moved, {}, f"{len(moves)} moved")
+            return steps.remap(self, topic, self._targets(brokers), now_ms(), on_step)
 
     # ------------------------------------------------------------------ data
 
