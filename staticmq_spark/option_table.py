@@ -1,15 +1,10 @@
 """Connector options declared once: name, type, default, aliases and docs, for the source and the sink.
 
 Keys are case-insensitive (as Spark's are); an alias maps to its option; an unknown key, a value of
-<<<<<<< HEAD
-the wrong type or a value outside the allowed ones fails at once, naming the option (as documented,
-in camelCase) and what it accepts. The option tables of docs/options.md are tested against these declarations
-(`tests/unit/test_option_table.py`).
-=======
 the wrong type or a value outside the allowed ones fails at once, naming the option as the user wrote
 it (alias and case included; as documented, in camelCase, when it was not given) and what it accepts.
-The README's option tables are tested against these declarations (`tests/unit/test_option_table.py`).
->>>>>>> option-names
+The option tables of docs/options.md are tested against these declarations
+(`tests/unit/test_option_table.py`).
 """
 
 from __future__ import annotations

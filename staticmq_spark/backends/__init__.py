@@ -1,6 +1,6 @@
 """The one door to a cluster: interfaces (api), value types (types), the address registry and the
 back-off policy. Each protocol lives in its own package (staticmq/, rocketmq/), plus an in-memory
-backend (memory.py) for fast tests; nothing above this package speaks a wire."""
+backend (memory/) for fast tests; nothing above this package speaks a wire."""
 
 from staticmq_spark.backends.address import ClusterAddress, parse_address
 from staticmq_spark.backends.api import (

@@ -1,6 +1,8 @@
-"""Where each row of a batch goes: the one routing rule of every producer path (the Producer
-and the Spark sink). An explicit queue wins; else a key maps to hash(key) mod total_queues
-(staticmq_spark.hashing); else the row is keyless (KEYLESS) and the selector picks."""
+"""Where each row of a batch goes: the routing rule of every producer path (the Producers and the
+Spark sink). An explicit queue wins; else a key maps to hash(key) mod total_queues
+(staticmq_spark.hashing); else the row is keyless (KEYLESS): the sink places it by its own rule
+(sink/placement.py), a Producer by its backend's queue selection (staticmq: the selector's
+available and reachable queues; RocketMQ: one queue per send, round robin)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -208,15 +209,26 @@ def test_large_commits_write_rows_once_by_adopting_the_staging_files(spark, clus
     assert_hash_sharded(rows, 4)
 
 
-def test_keyless_rows_flow_to_the_other_brokers_while_one_is_down(spark, tmp_path: Path) -> None:
+def test_keyless_rows_land_round_robin_from_their_partition_and_wait_for_a_broker_that_is_down(
+    spark, tmp_path: Path
+) -> None:
+    """docs/sink.md "Where rows land": keyless row i of Spark partition p goes to logic queue
+    (p + i) mod totalQueues and never moves: with its broker down, it waits (strict order, up to
+    sendTimeoutMs) and lands there once the broker is back."""
     with LocalCluster(brokers=2, data_dir=tmp_path / "c", heartbeat_ms=200, broker_timeout_ms=3000) as c:
         topic = new_topic(c.namesrv, 4)
         c.kill_broker("broker-1")
-        df = spark.range(400).selectExpr("CAST(id AS STRING) AS value")
-        write(df, c.namesrv, topic, activeDetection="true")
-        c.start_broker("broker-1")
+        df = spark.range(0, 400, 1, 2).selectExpr("CAST(id AS STRING) AS value")  # partition p: 200p..200p+199
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            writing = pool.submit(write, df, c.namesrv, topic, orderStrategy="strict", sendTimeoutMs="60000")
+            time.sleep(3)
+            assert not writing.done()  # the rows of broker-1's queues wait for it
+            c.start_broker("broker-1")
+            writing.result(timeout=90)
         rows = read_topic(spark, c.namesrv, topic)
-        assert len(rows) == 400 and {r["brokerName"] for r in rows} == {"broker-0"}
+    landed = {int(r["value"]): r["queueId"] for r in rows}
+    assert len(rows) == 400
+    assert landed == {v: (v // 200 + v % 200) % 4 for v in range(400)}
 
 
 @pytest.mark.parametrize(

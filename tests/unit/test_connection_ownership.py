@@ -28,7 +28,7 @@ MAKERS: dict[str, set[str]] = {
 # A maker whose name means something else elsewhere is looked for only where it means this.
 SCOPE = {"_cluster": "backends/memory/"}
 # Local clusters the CLI, demo and tests start are not backends: they talk to what they started.
-NOT_A_BACKEND = ("testing/", "local_clusters/")
+NOT_A_BACKEND = ("local_clusters/",)
 
 
 def _calls(path: Path) -> list[tuple[str, int]]:

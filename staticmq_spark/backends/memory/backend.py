@@ -281,7 +281,7 @@ class MemoryBackend:
     cluster closed and made again under the same name is the new one)."""
 
     scheme = "memory"
-    capabilities = Capabilities(two_phase_staging=True, pop=False, producer=False, pull_consumer=False)
+    capabilities = MemoryReader.capabilities
 
     def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address

@@ -13,7 +13,7 @@ from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, ProducerSet
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
-from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, PLAIN, Capabilities, ClientSecurity
+from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, PLAIN, ClientSecurity
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 
 # The sinks, producer and pull consumer are imported where they are first used: a source's
@@ -32,7 +32,7 @@ _STATICMQ_ONLY_PRODUCER = {"order": None, "retries": 2, "max_request_bytes": DEF
 
 class RocketMQBackend:
     scheme = "rocketmq"
-    capabilities = Capabilities(two_phase_staging=False, pop=False)
+    capabilities = RocketMQReader.capabilities
 
     def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.groups import group_list, topic_list
 from staticmq_spark.backends.staticmq.progress import consumer_progress
-from staticmq_spark.backends.staticmq.remap import StaticTopicAdmin
 from staticmq_spark.backends.staticmq.rpc import invoke
+from staticmq_spark.backends.staticmq.static_topics import StaticTopicAdmin
 from staticmq_spark.backends.types import (
     BrokerState,
     BrokerSummary,

@@ -1,6 +1,7 @@
 """The staticmq backend: a broker_stub cluster reached over gRPC. Everything protocol-specific is
 in this package: channels and calls (rpc), routes, the selector, delivery, staging and the
-two-phase commit of the sink, the remap protocol (remap.py: switch-new, fence-old, settle-new)."""
+two-phase commit of the sink, the static-topic admin (static_topics.py: create/grow and remap are
+the shared steps of backends/static_topic_steps.py, switch-new, fence-old, settle-new)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
 from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.pull_consumer import StaticMQPullConsumer
 from staticmq_spark.backends.staticmq.reader import StaticMQReader
-from staticmq_spark.backends.types import PLAIN, Capabilities, ClientSecurity, SinkRows, WriteSettings
+from staticmq_spark.backends.types import PLAIN, ClientSecurity, SinkRows, WriteSettings
 from staticmq_spark.errors import InvalidOptionError
 
 # The sink, producer and consumers are imported where they are first used: a source's planning
@@ -80,7 +81,7 @@ class StaticMQBackend:
     """One client instance (channels, routes, detection) made here and handed to every port."""
 
     scheme = "staticmq"
-    capabilities = Capabilities(two_phase_staging=True, pop=True)
+    capabilities = StaticMQReader.capabilities
 
     def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address

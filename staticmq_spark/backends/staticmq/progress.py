@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from staticmq_spark.backends.staticmq.remap import StaticTopicAdmin
 from staticmq_spark.backends.staticmq.rpc import BrokerCalls
+from staticmq_spark.backends.staticmq.static_topics import StaticTopicAdmin
 from staticmq_spark.backends.types import ProgressRow
 from staticmq_spark.errors import NotFoundError
 from staticmq_spark.mapping import chain_lag, logic_bounds
