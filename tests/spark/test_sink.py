@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from pyspark.errors import PySparkException
 
+from staticmq_spark import activate_in_thread
 from staticmq_spark.client import Admin
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.local_clusters import LocalCluster
@@ -220,9 +221,14 @@ def test_keyless_rows_land_round_robin_from_their_partition_and_wait_for_a_broke
         c.kill_broker("broker-1")
         df = spark.range(0, 400, 1, 2).selectExpr("CAST(id AS STRING) AS value")  # partition p: 200p..200p+199
         with ThreadPoolExecutor(max_workers=1) as pool:
-            writing = pool.submit(write, df, c.namesrv, topic, orderStrategy="strict", sendTimeoutMs="60000")
+
+            def write_from_this_thread() -> None:
+                activate_in_thread(spark)
+                write(df, c.namesrv, topic, orderStrategy="strict", sendTimeoutMs="60000")
+
+            writing = pool.submit(write_from_this_thread)
             time.sleep(3)
-            assert not writing.done()  # the rows of broker-1's queues wait for it
+            assert not writing.done(), writing.exception()  # the rows of broker-1's queues wait for it
             c.start_broker("broker-1")
             writing.result(timeout=90)
         rows = read_topic(spark, c.namesrv, topic)
