@@ -25,10 +25,10 @@ def freeze_long_lived_heap() -> None:
     """Once per Python worker process: collect, then move every object alive (the modules of
     pyspark, pyarrow, the wire clients, ... and their data) out of the collector's sight (gc.freeze).
     Over the whole heap the daemon's collection took 40-50 ms per task in the sink benchmark
-    (10-15 ms over what a task leaves), and about 10 ms per read task of a running query with
-    small triggers (docs/investigations/2026-11-27-source-worker-gc.md). Objects alive now are
-    never freed by the cyclic collector, even if they become garbage later: the heap of a worker
-    that has imported everything is long-lived by nature."""
+    (10-15 ms over what a task leaves), and 11-15 ms per read task of a running query with small
+    triggers, 0.3-0.4 ms frozen (docs/investigations/2026-11-27-source-worker-gc.md). Objects
+    alive now are never freed by the cyclic collector, even if they become garbage later: the
+    heap of a worker that has imported everything is long-lived by nature."""
     global _HEAP_FROZEN
     if not _HEAP_FROZEN:
         gc.collect()

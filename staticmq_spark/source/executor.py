@@ -48,8 +48,9 @@ def read_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:
 def read_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A read task's rows on a Python worker (`read()` of the readers): once the worker's first
     read has handed Spark its rows, its long-lived heap is frozen, so pyspark's daemon does not
-    walk it again after every task (about 10 ms of a 2-core machine per read task of a running
-    query with small triggers, docs/investigations/2026-11-27-source-worker-gc.md)."""
+    walk it again after every task: 11-15 ms per read task of a running query with small
+    triggers on a busy 2-core machine, 0.3-0.4 ms frozen
+    (docs/investigations/2026-11-27-source-worker-gc.md)."""
     return frozen_after(batches)
 
 
