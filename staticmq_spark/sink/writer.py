@@ -5,11 +5,9 @@ sent directly (at least once)."""
 
 from __future__ import annotations
 
-import gc
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -20,6 +18,7 @@ from staticmq_spark.errors import InternalError
 from staticmq_spark.pyspark_features import StreamArrowWriter
 from staticmq_spark.sink.options import SinkOptions
 from staticmq_spark.sink.placement import placed_rows
+from staticmq_spark.worker_heap import freeze_long_lived_heap, gc_paused
 
 log = logging.getLogger(__name__)
 
@@ -29,39 +28,6 @@ class SinkCommitMessage(WriterCommitMessage):
 
     def __init__(self, task: TaskWrite) -> None:
         self.task = task
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for the block. A task's write loop makes no
-    reference cycles, but the objects it allocates (per Arrow batch, per request) set off
-    collections that walk the whole long-lived heap of the Python worker (pyspark, pyarrow,
-    the wire clients): 15-20% of the worker's CPU time in the sink benchmark. Cycles made meanwhile
-    are collected when the collector runs again."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-_HEAP_FROZEN = False
-
-
-def freeze_long_lived_heap() -> None:
-    """Once per Python worker process: collect, then move every object alive (the modules of
-    pyspark, pyarrow, the wire clients, ... and their data) out of the collector's sight (gc.freeze). A
-    reused pyspark worker runs a full collection after every task; over the whole heap that
-    took 40-50 ms per task in the sink benchmark, over what a task leaves it 10-15 ms. Objects
-    alive now are never freed by the cyclic collector, even if they become garbage later: the
-    heap of a worker that has imported everything is long-lived by nature."""
-    global _HEAP_FROZEN
-    if not _HEAP_FROZEN:
-        gc.collect()
-        gc.freeze()
-        _HEAP_FROZEN = True
 
 
 def _sink(opts: SinkOptions) -> SinkWriter:

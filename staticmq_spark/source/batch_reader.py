@@ -10,7 +10,7 @@ from pyspark.sql.datasource import DataSourceReader
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.retry import with_retries
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.source.executor import read_partition
+from staticmq_spark.source.executor import read_partition, read_task
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
 from staticmq_spark.source.planner import plan_partitions, resolve_offsets, settings_of
@@ -49,4 +49,4 @@ class StaticMQBatchReader(DataSourceReader):
         return with_retries("planning the batch read", plan, self.opts.retry_timeout_ms / 1000)
 
     def read(self, partition: QueuePartition) -> Any:  # type: ignore[override]
-        return read_partition(partition)
+        return read_task(read_partition(partition))

@@ -115,9 +115,9 @@ class DriverReadStreamReader(StaticMQStreamReader, _SimpleStreamReaderWrapper):
 
     def read(self, partition: InputPartition) -> Any:  # type: ignore[override]
         if isinstance(partition, QueuesPartition):
-            from staticmq_spark.source.executor import read_partitions
+            from staticmq_spark.source.executor import read_partitions, read_task
 
-            return read_partitions(partition.parts)
+            return read_task(read_partitions(partition.parts))
         assert isinstance(partition, QueuePartition)
         return super().read(partition)
 

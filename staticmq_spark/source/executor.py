@@ -20,6 +20,7 @@ from staticmq_spark.protocol.rows import arrays
 from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
 from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
+from staticmq_spark.worker_heap import frozen_after
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,15 @@ def read_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:
             pending, rows = [], 0
     if pending:
         yield _combined(pending)
+
+
+def read_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A read task's rows on a Python worker (`read()` of the readers): once the worker's first
+    read has handed Spark its rows, its long-lived heap is frozen, so pyspark's daemon does not
+    walk it again after every task: 11-15 ms per read task of a running query with small
+    triggers on a busy 2-core machine, 0.3-0.4 ms frozen
+    (docs/investigations/2026-11-27-source-worker-gc.md)."""
+    return frozen_after(batches)
 
 
 def read_partitions(parts: tuple[QueuePartition, ...]) -> Iterator[pa.RecordBatch]:

@@ -248,9 +248,12 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def read(self, partition: QueuePartition) -> Any:  # type: ignore[override]
-        from staticmq_spark.source.executor import read_partition  # executors only: not in the planning process
+        from staticmq_spark.source.executor import (
+            read_partition,
+            read_task,
+        )  # executors only: not in the planning process
 
-        return read_partition(partition)
+        return read_task(read_partition(partition))
 
     def commit(self, end: dict[str, Any]) -> None:
         if not self.opts.group:
