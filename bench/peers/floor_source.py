@@ -21,6 +21,8 @@ from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from staticmq_spark.worker_heap import frozen_after
+
 RECORD = 100
 
 
@@ -79,6 +81,12 @@ class FloorReader(DataSourceStreamReader):
         return [Range(lo, hi)] + [Range(hi, hi) for _ in range(self.count - 1)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        """The records of the range; the worker's heap frozen after its first read, as staticmq's
+        read tasks do (staticmq_spark.worker_heap), so that pyspark's collection after each task
+        costs the floor no more than it costs staticmq."""
+        return frozen_after(self._read(partition))
+
+    def _read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Range)
         n = partition.end - partition.start
         if n <= 0:
