@@ -15,6 +15,7 @@ import pytest
 
 from staticmq_spark import worker_heap
 from staticmq_spark.backends.memory import MemoryCluster
+from staticmq_spark.pyspark_features import ReadAllAvailable
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.partition import QueuePartition
 from staticmq_spark.source.stream_reader import StaticMQStreamReader
@@ -64,8 +65,8 @@ def _reader_and_partitions(c: MemoryCluster) -> tuple[StaticMQStreamReader, list
 
 
 def _all() -> Any:
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
-
+    """pyspark's ReadAllAvailable where it has admission control (4.2), else the connector's
+    same-named stand-in (pyspark_features), as the stream reader sees on 4.0 and 4.1."""
     return ReadAllAvailable()
 
 
