@@ -11,6 +11,7 @@ says so; the ones that use only the admin, the reader and the sink run on all th
 from __future__ import annotations
 
 import itertools
+import time
 
 import pyarrow as pa
 import pytest
@@ -295,6 +296,24 @@ def test_sink_places_keyless_rows_round_robin_from_the_partition(backend: Cluste
     expected.update({f"p{p}-1": queue_for_key("user-7", 4) for p in (0, 3)})
     expected.update({f"p{p}-2": 2 for p in (0, 3)})
     assert landed == expected
+
+
+@SENDS_AND_PULLS
+def test_python_admin_on_each_backend_reports_clusters_and_each_physical_queue(backend: ClusterUnderTest) -> None:
+    """`Admin` answers on both backends what `staticmq admin` does: each broker's cluster, and per
+    physical queue of a static topic its min/max offsets and the store time of its newest message."""
+    topic = _topic(backend, "status")
+    backend.create(topic, 2, backend.brokers[:1])
+    before = int(time.time() * 1000) - 60_000
+    _send(backend, topic, 0, "s", 7)
+    with Admin(backend.address) as admin:
+        assert {b.cluster for b in admin.cluster_info()} == {"DefaultCluster"}
+        rows = admin.topic_status(topic)
+    assert {r.broker for r in rows} == {backend.brokers[0]}
+    assert sum(r.max_offset - r.min_offset for r in rows) == 7
+    stored = [r for r in rows if r.max_offset > r.min_offset]
+    assert len(stored) == 1 and stored[0].last_store_timestamp > before
+    assert all(r.last_store_timestamp == 0 for r in rows if r.max_offset == 0)
 
 
 TAG_CYCLE = ["TagA", "TagB", None, "TagC", "TagB"]

@@ -98,8 +98,11 @@ class RocketMQAdmin(Closeable):
         self.calls = AdminCalls(reader.client)
 
     def cluster_info(self) -> list[BrokerSummary]:
+        """Every broker's name, cluster and master address. RocketMQ's name server does not report
+        when a broker last sent a heartbeat (it drops one silent for 120 s): `last_heartbeat` is 0."""
         masters = self.reader.masters(refresh=True)
-        return [BrokerSummary(n, "", a, 0) for n, a in sorted(masters.items())]
+        cluster_of = {b: c for c, brokers in self.calls.clusters().items() for b in brokers}
+        return [BrokerSummary(n, cluster_of.get(n, ""), a, 0) for n, a in sorted(masters.items())]
 
     def topic_route(self, topic: str) -> dict[str, Any]:
         route = self.reader.route(topic, refresh=True)
@@ -314,7 +317,14 @@ class RocketMQAdmin(Closeable):
         _unsupported("updateTopic")
 
     def topic_status(self, topic: str) -> list[QueueStatus]:
-        _unsupported("topicStatus")
+        """Per physical queue of every broker holding `topic`: min/max offsets and the store time of
+        its newest message (RocketMQ's GET_TOPIC_STATS_INFO, what `mqadmin topicStatus` asks)."""
+        out: list[QueueStatus] = []
+        for name, addr in sorted(self.reader.masters(refresh=True).items()):
+            stats = self.calls.topic_stats(addr, topic)
+            for queue, (lo, hi, last) in sorted((stats or {}).items()):
+                out.append(QueueStatus(name, queue, lo, hi, last))
+        return out
 
     def group_list(self) -> list[GroupSummary]:
         """Every consumer group the brokers know (RocketMQ's predefined and CID_RMQ_SYS_ groups left

@@ -3,12 +3,35 @@ delete static topics, one method each (the rest of the client API is remoting.Re
 
 from __future__ import annotations
 
+import json
+import re
+
 from staticmq_spark.backends.rocketmq import fastjson
-from staticmq_spark.backends.rocketmq.codes import RequestCode
+from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode
+from staticmq_spark.backends.rocketmq.frames import FrameError
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
 from staticmq_spark.backends.rocketmq.static_topics import BrokerTopic, detail_json
 
 DEFAULT_TOPIC = "TBW102"  # the createTopicKey mqadmin sends
+
+# One entry of a TopicStatsTable as fastjson writes it: a MessageQueue object as the map key,
+# `{"brokerName":"b","queueId":0,"topic":"t"}:{"lastUpdateTimestamp":0,"maxOffset":0,"minOffset":0}`.
+_STATS_ENTRY = re.compile(rb'\{[^{}]*"queueId":(\d+)[^{}]*\}:(\{[^{}]*\})')
+
+
+def topic_stats_table(body: bytes) -> dict[int, tuple[int, int, int]]:
+    """A TopicStatsTable body: queue id -> (min offset, max offset, last update timestamp)."""
+    found = {}
+    for queue, offsets in _STATS_ENTRY.findall(body):
+        o = json.loads(offsets)
+        found[int(queue)] = (
+            int(o.get("minOffset", 0)),
+            int(o.get("maxOffset", 0)),
+            int(o.get("lastUpdateTimestamp", 0)),
+        )
+    if not found and b"queueId" in body:
+        raise FrameError(f"RocketMQ sent a topic stats table this client cannot read: {body[:200]!r}")
+    return found
 
 
 class AdminCalls:
@@ -38,6 +61,16 @@ class AdminCalls:
             if topic and group:
                 found.setdefault(group, set()).add(topic)
         return found
+
+    def topic_stats(self, addr: str, topic: str) -> dict[int, tuple[int, int, int]] | None:
+        """GET_TOPIC_STATS_INFO: (min offset, max offset, store time of the newest message or 0) of
+        each physical queue of `topic` on one broker (queues 0..max(read, write)-1), None when the
+        broker has no such topic."""
+        resp = self.client.call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        check_answer(resp, f"topic stats of {topic!r} at {addr}")
+        return topic_stats_table(resp.body)
 
     def update_static_topic(self, addr: str, broker: BrokerTopic) -> None:
         """UPDATE_AND_CREATE_STATIC_TOPIC: the broker's topic config (header) and mapping detail (body)."""
