@@ -78,6 +78,12 @@ def create_or_grow(
     return OperationResult(topic, plan.epoch, total_queues, {}, plan.placements, made)
 
 
+def physical_lows(states: Mapping[str, BrokerState]) -> dict[tuple[str, int], int]:
+    """(broker, physical queue) -> its min offset: what `drop_expired` reads to drop items whose
+    data retention has removed."""
+    return {(n, q): b.min_offset for n, s in states.items() for q, b in s.physical.items()}
+
+
 def fenced_bounds(
     store: MappingStore, topic: str, chains: Mapping[int, Chain], queues: Sequence[int]
 ) -> dict[tuple[str, int], PhysicalBounds]:
@@ -118,8 +124,7 @@ def remap(
     write_copies(store, states, plan.copies, plan.map_out)  # 2. fence old: no more writes to old leaders
     step("fenced")
     bounds = fenced_bounds(store, topic, plan.pending, sorted(plan.moves))  # 3. settle new
-    lows = {(n, q): b.min_offset for n, s in states.items() for q, b in s.physical.items()}
-    copies = plan_settled_copies(plan, bounds, lows, now_ms)
+    copies = plan_settled_copies(plan, bounds, physical_lows(states), now_ms)
     write_copies(store, states, copies, plan.map_in)
     step("settled")
     write_copies(store, states, copies, [n for n in sorted(states) if n not in plan.map_in])

@@ -95,7 +95,7 @@ class StaticTopicAdmin:
 
     def _cleaned(self, topic: str, chains: dict[int, Chain], states: dict[str, BrokerState]) -> dict[int, Chain]:
         """Drop items whose physical data retention has removed (never the leader)."""
-        lows = {(n, q): o.min_offset for n, s in states.items() for q, o in s.physical.items()}
+        lows = steps.physical_lows(states)
         return {q: drop_expired(chain, lows) for q, chain in chains.items()}
 
     # ------------------------------------------------------------------ repair
