@@ -7,6 +7,7 @@ from staticmq_spark.mapping.items import UNDECIDED, Chain, MappingItem, TopicQue
 from staticmq_spark.mapping.planning import (
     CreateSteps,
     RemapSteps,
+    check_total_queues,
     copies_for,
     drop_expired,
     leaders_first,
@@ -59,6 +60,7 @@ __all__ = [
     "chain_lag",
     "check_consistency",
     "check_states",
+    "check_total_queues",
     "check_transition",
     "copies_for",
     "drop_expired",

@@ -169,6 +169,12 @@ class CreateSteps:
     order: list[str]
 
 
+def check_total_queues(total_queues: int) -> None:
+    """A static topic has at least one logic queue (`-qn`)."""
+    if total_queues <= 0:
+        raise InvalidArgumentError(f"-qn must be positive, got {total_queues}")
+
+
 def plan_create_steps(
     topic: str,
     total_queues: int,
@@ -184,8 +190,7 @@ def plan_create_steps(
     every live broker -> its physical queues of the topic (a new item takes the next id). Existing
     logic queues stay; each new one starts at logic offset 0 on a least-loaded target; shrinking
     is refused (a key's logic queue must never change)."""
-    if total_queues <= 0:
-        raise InvalidArgumentError(f"-qn must be positive, got {total_queues}")
+    check_total_queues(total_queues)
     if total_queues < current_total:
         raise InvalidArgumentError(
             f"static topic {topic!r} has {current_total} logic queues; shrinking to {total_queues} "

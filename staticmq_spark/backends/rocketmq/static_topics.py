@@ -22,6 +22,7 @@ from staticmq_spark.mapping import (
     Chain,
     MappingItem,
     TopicQueueMapping,
+    check_total_queues,
     leaders_of,
     next_epoch,
     plan_allocation,
@@ -98,8 +99,7 @@ def plan_create(
     """Create the topic or grow it to `total_queues` logic queues: each new logic queue gets a new
     physical queue (gen 0, logic and start offset 0) on a least-loaded target broker; existing
     ones stay. `chains`/`epoch`: the current topic (empty/0 when it does not exist yet)."""
-    if total_queues <= 0:
-        raise InvalidArgumentError(f"-qn must be positive, got {total_queues}")
+    check_total_queues(total_queues)
     holders = sorted(n for n, bt in current.items() if bt.detail.hosted)
     outside = [n for n in holders if n not in targets]
     if outside:

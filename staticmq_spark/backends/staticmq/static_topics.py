@@ -17,13 +17,14 @@ from staticmq_spark.backends import static_topic_steps as steps
 from staticmq_spark.backends.staticmq.answers import bounds_from_pb
 from staticmq_spark.backends.staticmq.rpc import BrokerCalls
 from staticmq_spark.backends.types import OperationResult
-from staticmq_spark.errors import InconsistentTopicError, InvalidArgumentError, TopicNotFoundError
+from staticmq_spark.errors import InconsistentTopicError, TopicNotFoundError
 from staticmq_spark.mapping import (
     BrokerState,
     Chain,
     ConsistencyReport,
     TopicQueueMapping,
     check_states,
+    check_total_queues,
     copies_for,
     drop_expired,
     leaders_first,
@@ -75,8 +76,7 @@ class StaticTopicAdmin:
     def update(
         self, topic: str, total_queues: int, *, cluster: str | None = None, brokers: list[str] | None = None
     ) -> OperationResult:
-        if total_queues <= 0:
-            raise InvalidArgumentError(f"-qn must be positive, got {total_queues}")
+        check_total_queues(total_queues)
         targets = list(self.admin.target_brokers(cluster=cluster, brokers=brokers))
         return steps.create_or_grow(self, topic, total_queues, targets, _now_ms())
 
