@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from staticmq_spark.errors import StaticMQError
 
 __all__ = [
+    "NO_LOGIC_POSITION",
     "PLAIN",
     "PULLED_SCHEMA",
     "AckResult",
@@ -34,7 +35,6 @@ __all__ = [
     "Capabilities",
     "ClientSecurity",
     "GroupSummary",
-    "NO_LOGIC_POSITION",
     "MessageColumns",
     "OperationResult",
     "PhysicalBounds",

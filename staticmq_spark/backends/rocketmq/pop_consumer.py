@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode, code_name
+from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.backends.rocketmq.pop_messages import popped_messages
 from staticmq_spark.backends.rocketmq.pop_receipts import (
     ORDER_REVIVE_QUEUE,
@@ -30,7 +32,6 @@ from staticmq_spark.backends.rocketmq.pop_receipts import (
     real_topic,
 )
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
 from staticmq_spark.backends.types import AckResult, PopMessage, RefusedAck
 from staticmq_spark.closing import Closeable
@@ -170,7 +171,8 @@ class RocketMQPopConsumer(Closeable):
             wait_here = 0.0 if first_pass else max(0.0, min(deadline - time.monotonic(), slice_s))
             asked += 1
             try:
-                found += self._pop(name, addr, min(MAX_POP_MESSAGES, max_messages - len(found)), invisible_time, wait_here)
+                count = min(MAX_POP_MESSAGES, max_messages - len(found))
+                found += self._pop(name, addr, count, invisible_time, wait_here)
                 answered = True
             except BrokerUnavailableError as exc:
                 last_error = exc
