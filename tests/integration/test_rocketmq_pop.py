@@ -1,0 +1,67 @@
+"""PopConsumer on Apache RocketMQ: what only RocketMQ's pop has (the shared conformance scenarios
+are in test_backend_conformance.py): order refused across segments, the timer-wheel setting it
+needs, and the offsets a group's pops and pulls share."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from staticmq_spark.client import PopConsumer, Producer, PullConsumer
+from staticmq_spark.errors import UnsupportedOperationError
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
+from tests.support.waiting import wait_until
+
+_n = itertools.count()
+
+
+def _name(what: str) -> str:
+    return f"rmqpop-{what}-{next(_n)}"
+
+
+def test_order_pop_is_refused_on_a_queue_with_more_than_one_segment(rocketmq_cluster: LocalRocketMQ) -> None:
+    topic = _name("order")
+    first, second = rocketmq_cluster.broker_names[:2]
+    rocketmq_cluster.update_static_topic(topic, 2, [first])
+    with PopConsumer(rocketmq_cluster.address, _name("g"), topic, order=True) as consumer:
+        assert consumer.receive(32, 5.0, wait_s=0.2) == []  # one segment per queue: order pop is fine
+    rocketmq_cluster.remap_static_topic(topic, [second])
+    with pytest.raises(UnsupportedOperationError, match=r"order=True .* more than one segment .* physical queue"):
+        PopConsumer(rocketmq_cluster.address, _name("g"), topic, order=True)
+    with PopConsumer(rocketmq_cluster.address, _name("g"), topic) as consumer:  # without order it pops
+        assert consumer.receive(32, 5.0, wait_s=0.2) == []
+
+
+def test_a_group_used_for_pop_and_pull_shares_one_committed_offset(rocketmq_cluster: LocalRocketMQ) -> None:
+    """RocketMQ keeps one offset per group and physical queue for pops and pull commits alike: the
+    pop of a group moves the offset its pull consumer reads back (docs/rocketmq.md says to use a
+    group for one of the two)."""
+    topic, group = _name("shared"), _name("g")
+    rocketmq_cluster.update_static_topic(topic, 1, rocketmq_cluster.broker_names[:1])
+    with Producer(rocketmq_cluster.address) as producer:
+        producer.send_batch(topic, [f"s-{i}" for i in range(5)], queue=0)
+    with PopConsumer(rocketmq_cluster.address, group, topic) as consumer:
+        got: list[bytes] = []
+
+        def popped_all() -> bool:
+            messages = consumer.receive(32, 30.0, wait_s=0.5)
+            got.extend(m.body for m in messages)
+            if messages:
+                consumer.ack_batch(messages)
+            return len(got) >= 5
+
+        wait_until(popped_all, 30, message="5 popped messages")
+    with PullConsumer(rocketmq_cluster.address, group=group) as puller:
+        wait_until(lambda: puller.committed(topic, 0) == 5, 30, message="the pop's offset seen by the pull consumer")
+
+
+def test_a_broker_without_the_timer_wheel_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    with LocalRocketMQ(tmp_path / "rocketmq", brokers=1, timer_wheel=False) as cluster:
+        topic = _name("notimer")
+        cluster.update_static_topic(topic, 1, cluster.broker_names)
+        with pytest.raises(
+            UnsupportedOperationError, match=r"broker-a .* timerWheelEnable=false.*set timerWheelEnable=true"
+        ):
+            PopConsumer(cluster.address, _name("g"), topic)
