@@ -51,6 +51,7 @@ INIT_MODES = {"earliest": 0, "latest": 1}  # ConsumeInitMode.MIN / MAX
 MAX_POP_MESSAGES = 32  # a RocketMQ broker refuses a pop of more (INVALID_PARAMETER)
 TIMER_WHEEL = "timerWheelEnable"
 ROUTE_CHECK_S = 5.0  # how often receive looks for a new mapping epoch in the route
+RELOAD_ON_MISS_S = 1.0  # the least time between two reads of the mapping for unknown positions
 
 
 class RocketMQPopConsumer(Closeable):
@@ -82,6 +83,7 @@ class RocketMQPopConsumer(Closeable):
         self._epochs: dict[str, int] = {}
         self._checked_at = 0.0
         self._positions = PhysicalPositions({})
+        self._loaded_at = 0.0
         self._route_check(force=True)
         self._check_timer_wheel()
 
@@ -103,6 +105,7 @@ class RocketMQPopConsumer(Closeable):
 
     def _load_positions(self) -> None:
         states = self.access.gather(self.topic)
+        self._loaded_at = time.monotonic()
         chains = freshest_chains((s.mapping.epoch, s.mapping.hosted) for s in states.values() if s.mapping)
         self._positions = PhysicalPositions(chains)
         if self.order:
@@ -117,9 +120,8 @@ class RocketMQPopConsumer(Closeable):
 
     def _locate(self, bname: str, queue: int, offset: int) -> LogicPosition | None:
         found = self._positions.logic(bname, queue, offset)
-        if found is None:  # a segment newer than what was read: read the mapping again, once
-            self._load_positions()
-            self._checked_at = time.monotonic()
+        if found is None and time.monotonic() - self._loaded_at >= RELOAD_ON_MISS_S:
+            self._load_positions()  # a segment newer than what was read: read the mapping again
             found = self._positions.logic(bname, queue, offset)
         return found
 
