@@ -356,12 +356,14 @@ def test_tag_filter_returns_only_matching_messages_at_their_logic_offsets_across
 # ---------------------------------------------------------------------------- pop consumption
 
 
-def _pop_all(consumer: PopConsumer, want: int, timeout_s: float, *, ack: bool = True) -> list[PopMessage]:
+def _pop_all(
+    consumer: PopConsumer, want: int, timeout_s: float, *, ack: bool = True, invisible_s: float = 30.0
+) -> list[PopMessage]:
     """Receive (and batch-ack) until `want` messages came, in delivery order."""
     got: list[PopMessage] = []
 
     def enough() -> bool:
-        messages = consumer.receive(32, 30.0, wait_s=0.5)
+        messages = consumer.receive(32, invisible_s, wait_s=0.5)
         got.extend(messages)
         if ack and messages:
             result = consumer.ack_batch(messages)
@@ -401,15 +403,16 @@ def test_pop_ack_and_batch_ack_are_final_and_an_unacked_message_comes_back_retri
     backend.create(topic, 1, backend.brokers[:1])
     _send(backend, topic, 0, "m", 4)
     with PopConsumer(backend.address, f"conf-popack-{backend.name}-{next(_n)}", topic) as consumer:
-        first = _pop_all(consumer, 4, 30, ack=False)
+        first = _pop_all(consumer, 4, 30, ack=False, invisible_s=3.0)
         by_body = {m.body.decode(): m for m in first}
         assert sorted(by_body) == ["m-0", "m-1", "m-2", "m-3"]
-        assert [(m.queue_id, m.queue_offset) for m in first] == [(0, i) for i in range(4)]
+        assert sorted((m.queue_id, m.queue_offset) for m in first) == [(0, i) for i in range(4)]
         consumer.ack(by_body["m-0"])
         assert consumer.ack_batch([by_body["m-1"], by_body["m-2"]]).acked == 2
-        # m-3 is never acked: once its invisible time (2 s, from the pop below) ends it comes back
-        consumer.change_invisible_time(by_body["m-3"], 2.0)
+        # m-3 is never acked: its invisible time (3 s, as the others') ends and it comes back; the
+        # acked ones would come back with it, so draining a while longer shows they do not
         back = _pop_all(consumer, 1, 60)
+        back += [m for _ in range(10) for m in consumer.receive(32, 30.0, wait_s=0.5)]
     assert [(m.body, m.retried, m.reconsume_times) for m in back] == [(b"m-3", True, 1)]
     assert (back[0].queue_id, back[0].queue_offset) == _retried_position(backend, by_body["m-3"])
 
@@ -420,14 +423,13 @@ def test_pop_change_invisible_time_holds_a_message_back_until_its_new_time_ends(
     backend.create(topic, 1, backend.brokers[:1])
     _send(backend, topic, 0, "c", 2)
     with PopConsumer(backend.address, f"conf-popcit-{backend.name}-{next(_n)}", topic) as consumer:
-        first = consumer.receive(2, invisible_time=2.0, wait_s=5)
-        first += consumer.receive(2, invisible_time=2.0, wait_s=5) if len(first) < 2 else []
-        held, short = sorted(first, key=lambda m: m.body)
-        extended = consumer.change_invisible_time(held, 15.0)
-        assert extended.invisible_until >= held.invisible_until + 12_000
+        held, short = sorted(_pop_all(consumer, 2, 30, ack=False, invisible_s=2.0), key=lambda m: m.body)
+        extended = consumer.change_invisible_time(held, 10.0)
+        assert extended.invisible_until >= held.invisible_until + 7_000
         assert extended.body == held.body and extended.queue_offset == held.queue_offset
         back = _pop_all(consumer, 1, 60)  # the short one's invisible time ends first
         assert [m.body for m in back] == [short.body]
         assert time.time() * 1000 < extended.invisible_until, "the held message must still be invisible"
-        consumer.ack(extended)  # acked with its new handle: it never comes back
-        assert consumer.receive(32, 30.0, wait_s=1.0) == []
+        again = _pop_all(consumer, 1, 60)  # then the held one, once its new invisible time ended
+        assert [(m.body, m.retried) for m in again] == [(held.body, True)]
+        assert time.time() * 1000 >= extended.invisible_until
