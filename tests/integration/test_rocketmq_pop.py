@@ -12,6 +12,7 @@ import pytest
 from staticmq_spark.client import PopConsumer, Producer, PullConsumer
 from staticmq_spark.errors import UnsupportedOperationError
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
+from tests.support.rocketmq_tools import update_broker_config
 from tests.support.waiting import wait_until
 
 _n = itertools.count()
@@ -58,10 +59,22 @@ def test_a_group_used_for_pop_and_pull_shares_one_committed_offset(rocketmq_clus
 
 
 def test_a_broker_without_the_timer_wheel_is_refused_naming_the_setting(tmp_path: Path) -> None:
-    with LocalRocketMQ(tmp_path / "rocketmq", brokers=1, timer_wheel=False) as cluster:
+    """Refused when the consumer is made (the brokers' configuration) and, for a broker switched
+    afterwards, when its pop is refused (PopMessageProcessor's answer)."""
+    refused = r"broker-a .* timerWheelEnable=false.*set timerWheelEnable=true"
+    with LocalRocketMQ(tmp_path / "off", brokers=1, timer_wheel=False) as cluster:
         topic = _name("notimer")
         cluster.update_static_topic(topic, 1, cluster.broker_names)
-        with pytest.raises(
-            UnsupportedOperationError, match=r"broker-a .* timerWheelEnable=false.*set timerWheelEnable=true"
-        ):
+        with pytest.raises(UnsupportedOperationError, match=refused):
             PopConsumer(cluster.address, _name("g"), topic)
+    with LocalRocketMQ(tmp_path / "on", brokers=1) as cluster:
+        topic = _name("timeroff")
+        cluster.update_static_topic(topic, 1, cluster.broker_names)
+        with Producer(cluster.address) as producer:
+            producer.send_batch(topic, ["t-0"], queue=0)
+        with PopConsumer(cluster.address, _name("g"), topic) as consumer:
+            first = wait_until(lambda: consumer.receive(32, 30.0, wait_s=0.5), 30, message="the message popped")
+            assert [m.body for m in first] == [b"t-0"]
+            update_broker_config(cluster, "timerWheelEnable", "false")
+            with pytest.raises(UnsupportedOperationError, match=refused):
+                consumer.receive(32, 30.0, wait_s=0.5)
