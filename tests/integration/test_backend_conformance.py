@@ -433,3 +433,22 @@ def test_pop_change_invisible_time_holds_a_message_back_until_its_new_time_ends(
         again = _pop_all(consumer, 1, 60)  # then the held one, once its new invisible time ended
         assert [(m.body, m.retried) for m in again] == [(held.body, True)]
         assert time.time() * 1000 >= extended.invisible_until
+
+
+@POPS
+def test_pop_on_a_remapped_topic_brings_back_only_the_unacked_messages_of_every_segment(
+    backend: ClusterUnderTest,
+) -> None:
+    topic = _topic(backend, "pop-back")
+    pulled = _remapped(backend, topic, 1)
+    with PopConsumer(backend.address, f"conf-popback-{backend.name}-{next(_n)}", topic) as consumer:
+        first = _pop_all(consumer, 10, 60, ack=False, invisible_s=3.0)
+        kept = [m for m in first if m.queue_offset % 2 == 0]  # acked: one or more in each segment
+        assert consumer.ack_batch(kept).acked == len(kept)
+        back = _pop_all(consumer, 10 - len(kept), 60)
+        back += [m for _ in range(8) for m in consumer.receive(32, 30.0, wait_s=0.5)]
+    assert sorted((m.queue_offset, m.body) for m in first) == sorted(pulled[0])
+    origin = {m.body: m for m in first}
+    assert sorted(m.body for m in back) == sorted(m.body for m in first if m.queue_offset % 2)
+    assert all(m.retried and m.reconsume_times == 1 for m in back)
+    assert all((m.queue_id, m.queue_offset) == _retried_position(backend, origin[m.body]) for m in back)
