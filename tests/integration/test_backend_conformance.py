@@ -1,6 +1,7 @@
 """The same static-topic scenarios on broker_stub, on a real Apache RocketMQ cluster and on the
 memory backend: create and remap with the backend's own admin, send keyed rows, pull across remaps,
-offsets and group offsets, the exactly-once sink, and tag filters applied by the brokers.
+offsets and group offsets, the exactly-once sink, tag filters applied by the brokers, and pop
+consumption (`test_pop_*`: logic positions across segments, acks, retries, invisible times).
 
 Each scenario runs on every cluster whose backend declares the capabilities it uses
 (`Capabilities`, see tests/support/clusters_under_test.py): the memory backend has no producer

@@ -36,6 +36,7 @@ from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answ
 from staticmq_spark.backends.types import AckResult, PopMessage, RefusedAck
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import (
+    AccessDeniedError,
     BrokerUnavailableError,
     InvalidArgumentError,
     QueueNotFoundError,
@@ -127,7 +128,10 @@ class RocketMQPopConsumer(Closeable):
 
     def _check_timer_wheel(self) -> None:
         for name, addr in sorted(self._brokers().items()):
-            config = self._client.broker_config(addr)
+            try:
+                config = self._client.broker_config(addr)
+            except AccessDeniedError:  # keys without admin rights: the broker's pop answer says it
+                continue
             if config.get(TIMER_WHEEL, "true").lower() != "true":
                 raise UnsupportedOperationError(self._timer_wheel_off(name, addr))
 
