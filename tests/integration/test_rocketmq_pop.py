@@ -5,14 +5,15 @@ needs, and the offsets a group's pops and pulls share."""
 from __future__ import annotations
 
 import itertools
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from staticmq_spark.client import PopConsumer, Producer, PullConsumer
+from staticmq_spark.client import PopConsumer, PopMessage, Producer, PullConsumer
 from staticmq_spark.errors import UnsupportedOperationError
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
-from tests.support.rocketmq_tools import update_broker_config
+from tests.support.rocketmq_tools import compile_client, update_broker_config
 from tests.support.waiting import wait_until
 
 _n = itertools.count()
@@ -78,3 +79,53 @@ def test_a_broker_without_the_timer_wheel_is_refused_naming_the_setting(tmp_path
             update_broker_config(cluster, "timerWheelEnable", "false")
             with pytest.raises(UnsupportedOperationError, match=refused):
                 consumer.receive(32, 30.0, wait_s=0.5)
+
+
+JAVA_PEER = Path(__file__).parents[1] / "support" / "java" / "PopPeer.java"
+
+
+def test_receipt_handles_are_shared_with_rocketmqs_java_client(rocketmq_cluster: LocalRocketMQ, tmp_path: Path) -> None:
+    """A handle popped by the PopConsumer acks from RocketMQ's Java client (tests/support/java/
+    PopPeer.java, its MQClientAPIImpl), and one the Java client popped acks from the PopConsumer:
+    the handles are the POP_CK text RocketMQ's client builds."""
+    topic, group = _name("java"), _name("g")
+    broker = rocketmq_cluster.broker_names[0]
+    rocketmq_cluster.update_static_topic(topic, 1, [broker])
+    with Producer(rocketmq_cluster.address) as producer:
+        producer.send_batch(topic, [f"j-{i}" for i in range(4)], queue=0)
+    java = [
+        "java",
+        "-Xmx256m",
+        "-cp",
+        compile_client(JAVA_PEER, tmp_path),
+        "PopPeer",
+        rocketmq_cluster.namesrv,
+        rocketmq_cluster.broker_addr(broker),
+        broker,
+        group,
+        topic,
+    ]
+    with PopConsumer(rocketmq_cluster.address, group, topic) as consumer:
+        got: list[PopMessage] = []
+        wait_until(lambda: got.extend(consumer.receive(32, 3.0, wait_s=0.5)) or len(got) >= 4, 30, message="4 pops")
+        by_body = {m.body.decode(): m for m in got}
+        acked = subprocess.run(
+            [*java, "ack", by_body["j-0"].handle.decode(), by_body["j-1"].handle.decode()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "ACKED 2" in acked.stdout, acked.stdout + acked.stderr[-2000:]
+        # j-2 and j-3 are not acked: revived (3 s) into the retry topic, the Java client pops them
+        popped = subprocess.run([*java, "pop", "2", "60"], capture_output=True, text=True, timeout=120)
+        assert popped.returncode == 0, popped.stdout + popped.stderr[-2000:]
+        lines = [ln.split(" ", 2) for ln in popped.stdout.splitlines() if ln.startswith("MSG ")]
+        assert sorted(body for _, body, _ in lines) == ["j-2", "j-3"]
+        from_java = [
+            by_body[body]._replace(handle=handle.encode(), retried=True, queue_id=-1, queue_offset=-1)
+            for _, body, handle in lines
+        ]
+        assert consumer.ack_batch(from_java).acked == 2
+        # had either ack not taken, its message would be back within its 3 s invisible time + revive
+        again = [m for _ in range(16) for m in consumer.receive(32, 30.0, wait_s=0.5)]
+    assert again == []
