@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from staticmq_spark.errors import StaticMQError
 
 __all__ = [
+    "NO_LOGIC_POSITION",
     "PLAIN",
     "PULLED_SCHEMA",
     "AckResult",
@@ -66,7 +67,8 @@ class Capabilities:
     naming the operation."""
 
     two_phase_staging: bool  # the sink stages rows and commits them once (exactly-once sink)
-    pop: bool  # POP consumption and exclusive (locked) consumption
+    pop: bool  # Backend.pop_consumer: POP consumption (PopConsumer)
+    exclusive: bool = False  # Backend.exclusive_consumer: exclusive, lock-held consumption
     producer: bool = True  # Backend.producer: sending outside Spark (the memory backend has none)
     pull_consumer: bool = True  # Backend.pull_consumer: pulling logic queues outside Spark
 
@@ -321,6 +323,11 @@ class ResetRow:
 # ---------------------------------------------------------------------------- pop consumption
 
 
+# queue_id and queue_offset of a popped message whose logic position is unknown: on Apache RocketMQ,
+# a message revived into the group's retry topic (RocketMQ keeps neither its origin queue nor offset).
+NO_LOGIC_POSITION = -1
+
+
 class PopMessage(NamedTuple):
     """One popped message (immutable). `handle` is the opaque receipt handle that acks it."""
 
@@ -329,8 +336,8 @@ class PopMessage(NamedTuple):
     key: str | None
     tags: str | None
     properties: Mapping[str, str]
-    queue_id: int  # logic queue on a static topic; the origin queue of a retried message
-    queue_offset: int  # logic offset on a static topic; the origin offset of a retried message
+    queue_id: int  # logic queue on a static topic; a retried one: its origin queue (staticmq) or -1 (RocketMQ)
+    queue_offset: int  # logic offset on a static topic; a retried one: origin offset (staticmq) or -1 (RocketMQ)
     reconsume_times: int  # deliveries before this one
     handle: bytes
     broker: str  # the broker that popped it: its ack goes there

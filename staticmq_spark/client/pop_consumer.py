@@ -1,4 +1,5 @@
-"""The PopConsumer: shared consumption (staticmq clusters; see backends/staticmq/pop_consumer.py).
+"""The PopConsumer: shared consumption, on staticmq clusters (backends/staticmq/pop_consumer.py) and
+on Apache RocketMQ static topics (backends/rocketmq/pop_consumer.py; docs/rocketmq.md).
 
 with PopConsumer(namesrv, "group", "topic") as consumer:
     messages = consumer.receive(max_messages=32, invisible_time=30.0)

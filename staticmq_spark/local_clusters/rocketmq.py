@@ -172,11 +172,14 @@ class LocalRocketMQ:
         flush: str = "async",
         tls: TlsFiles | None = None,
         broker_settings: dict[str, str] | None = None,
+        timer_wheel: bool = True,
     ) -> None:
         """`acl=(access key, secret key)`: brokers authenticate every request (RocketMQ's ACL 2.0,
         one admin user); mqadmin signs with the same keys. `tls`: every remoting port (name server,
         brokers, their fast ports) serves TLS only (tls.server.mode=enforcing) with `tls.cert`, and
-        the brokers verify the name server against `tls.ca`; clients give `tls_ca=tls.ca`."""
+        the brokers verify the name server against `tls.ca`; clients give `tls_ca=tls.ca`.
+        `timer_wheel`: the brokers' timerWheelEnable (RocketMQ's default, true): POP consumption
+        and delayed messages need it; false skips the timer wheel and log files."""
         self.root = Path(root)
         self.broker_names = [f"broker-{chr(ord('a') + i)}" for i in range(brokers)]
         self.java = java
@@ -188,6 +191,7 @@ class LocalRocketMQ:
         self.flush = flush  # "sync": SYNC_FLUSH, a send is acknowledged once it is on disk
         self.tls = tls
         self.broker_settings = dict(broker_settings or {})  # extra broker.conf lines (BrokerConfig keys)
+        self.timer_wheel = timer_wheel
 
     # ---------------------------------------------------------------- addresses
 
@@ -314,7 +318,7 @@ class LocalRocketMQ:
                     "mappedFileSizeConsumeQueue=600000",
                     "maxHashSlotNum=100000",
                     "maxIndexNum=400000",
-                    "timerWheelEnable=false",
+                    f"timerWheelEnable={'true' if self.timer_wheel else 'false'}",
                     *TRANSACTION_OP_WORKAROUND,
                     f"transactionTimeOut={TRANSACTION_TIMEOUT_MS}",
                     "autoCreateTopicEnable=false",

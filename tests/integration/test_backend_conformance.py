@@ -1,6 +1,7 @@
 """The same static-topic scenarios on broker_stub, on a real Apache RocketMQ cluster and on the
 memory backend: create and remap with the backend's own admin, send keyed rows, pull across remaps,
-offsets and group offsets, the exactly-once sink, and tag filters applied by the brokers.
+offsets and group offsets, the exactly-once sink, tag filters applied by the brokers, and pop
+consumption (`test_pop_*`: logic positions across segments, acks, retries, invisible times).
 
 Each scenario runs on every cluster whose backend declares the capabilities it uses
 (`Capabilities`, see tests/support/clusters_under_test.py): the memory backend has no producer
@@ -18,13 +19,14 @@ import pytest
 
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import WriteSettings
-from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
+from staticmq_spark.client import Admin, PopConsumer, PopMessage, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.source.snapshot import take_snapshot
 from tests.support.clusters_under_test import ClusterUnderTest, kinds_with, kinds_without
 from tests.support.sink_tasks import write_task
 from tests.support.static_helpers import read_queue, read_through_reader
+from tests.support.waiting import wait_until
 
 _n = itertools.count()
 
@@ -36,6 +38,7 @@ def on(kinds: list[str]) -> pytest.MarkDecorator:
 
 EVERY = on(kinds_with())
 SENDS_AND_PULLS = on(kinds_with("producer", "pull_consumer"))
+POPS = on(kinds_with("producer", "pull_consumer", "pop"))
 
 
 def _topic(backend: ClusterUnderTest, what: str) -> str:
@@ -349,3 +352,104 @@ def test_tag_filter_returns_only_matching_messages_at_their_logic_offsets_across
         assert read_queue(consumer, topic, 0, tags="NoSuchTag") == []
         with pytest.raises(InvalidArgumentError, match="names no tag"):
             consumer.pull(topic, 0, 0, tags="||")
+
+
+# ---------------------------------------------------------------------------- pop consumption
+
+
+def _pop_all(
+    consumer: PopConsumer, want: int, timeout_s: float, *, ack: bool = True, invisible_s: float = 30.0
+) -> list[PopMessage]:
+    """Receive (and batch-ack) until `want` messages came, in delivery order."""
+    got: list[PopMessage] = []
+
+    def enough() -> bool:
+        messages = consumer.receive(32, invisible_s, wait_s=0.5)
+        got.extend(messages)
+        if ack and messages:
+            result = consumer.ack_batch(messages)
+            assert not result.refused, result.refused[:3]
+        return len(got) >= want
+
+    wait_until(enough, timeout_s, interval_s=0.01, message=lambda: f"{want} popped messages; got {len(got)}")
+    return got
+
+
+def _retried_position(backend: ClusterUnderTest, origin: PopMessage) -> tuple[int, int]:
+    """Where a message revived through the retry topic says it was: its origin on staticmq; no
+    logic position (-1, -1) on RocketMQ, whose revive keeps neither queue nor offset."""
+    return (-1, -1) if backend.name == "rocketmq" else (origin.queue_id, origin.queue_offset)
+
+
+@POPS
+def test_pop_delivers_every_segment_of_a_remapped_topic_at_the_logic_positions_a_pull_reads(
+    backend: ClusterUnderTest,
+) -> None:
+    """Pop reads the old segments too (on RocketMQ: every broker of the route, its physical
+    queues), and names each message by the logic queue and offset a pull gives it."""
+    topic = _topic(backend, "pop-remap")
+    pulled = _remapped(backend, topic, 2)
+    with PopConsumer(backend.address, f"conf-pop-{backend.name}-{next(_n)}", topic) as consumer:
+        got = _pop_all(consumer, 20, 60)
+        assert consumer.receive(32, 30.0, wait_s=1.0) == []  # acked ones never come back
+    popped = sorted((m.queue_id, m.queue_offset, m.body) for m in got)
+    assert popped == sorted((q, o, b) for q, rows in pulled.items() for o, b in rows)
+    assert not any(m.retried or m.reconsume_times for m in got)
+    assert {m.broker for m in got} <= set(backend.brokers)
+
+
+@POPS
+def test_pop_ack_and_batch_ack_are_final_and_an_unacked_message_comes_back_retried(backend: ClusterUnderTest) -> None:
+    topic = _topic(backend, "pop-ack")
+    backend.create(topic, 1, backend.brokers[:1])
+    _send(backend, topic, 0, "m", 4)
+    with PopConsumer(backend.address, f"conf-popack-{backend.name}-{next(_n)}", topic) as consumer:
+        first = _pop_all(consumer, 4, 30, ack=False, invisible_s=3.0)
+        by_body = {m.body.decode(): m for m in first}
+        assert sorted(by_body) == ["m-0", "m-1", "m-2", "m-3"]
+        assert sorted((m.queue_id, m.queue_offset) for m in first) == [(0, i) for i in range(4)]
+        consumer.ack(by_body["m-0"])
+        assert consumer.ack_batch([by_body["m-1"], by_body["m-2"]]).acked == 2
+        # m-3 is never acked: its invisible time (3 s, as the others') ends and it comes back; the
+        # acked ones would come back with it, so draining a while longer shows they do not
+        back = _pop_all(consumer, 1, 60)
+        back += [m for _ in range(10) for m in consumer.receive(32, 30.0, wait_s=0.5)]
+    assert [(m.body, m.retried, m.reconsume_times) for m in back] == [(b"m-3", True, 1)]
+    assert (back[0].queue_id, back[0].queue_offset) == _retried_position(backend, by_body["m-3"])
+
+
+@POPS
+def test_pop_change_invisible_time_holds_a_message_back_until_its_new_time_ends(backend: ClusterUnderTest) -> None:
+    topic = _topic(backend, "pop-cit")
+    backend.create(topic, 1, backend.brokers[:1])
+    _send(backend, topic, 0, "c", 2)
+    with PopConsumer(backend.address, f"conf-popcit-{backend.name}-{next(_n)}", topic) as consumer:
+        held, short = sorted(_pop_all(consumer, 2, 30, ack=False, invisible_s=2.0), key=lambda m: m.body)
+        extended = consumer.change_invisible_time(held, 10.0)
+        assert extended.invisible_until >= held.invisible_until + 7_000
+        assert extended.body == held.body and extended.queue_offset == held.queue_offset
+        back = _pop_all(consumer, 1, 60)  # the short one's invisible time ends first
+        assert [m.body for m in back] == [short.body]
+        assert time.time() * 1000 < extended.invisible_until, "the held message must still be invisible"
+        again = _pop_all(consumer, 1, 60)  # then the held one, once its new invisible time ended
+        assert [(m.body, m.retried) for m in again] == [(held.body, True)]
+        assert time.time() * 1000 >= extended.invisible_until
+
+
+@POPS
+def test_pop_on_a_remapped_topic_brings_back_only_the_unacked_messages_of_every_segment(
+    backend: ClusterUnderTest,
+) -> None:
+    topic = _topic(backend, "pop-back")
+    pulled = _remapped(backend, topic, 1)
+    with PopConsumer(backend.address, f"conf-popback-{backend.name}-{next(_n)}", topic) as consumer:
+        first = _pop_all(consumer, 10, 60, ack=False, invisible_s=3.0)
+        kept = [m for m in first if m.queue_offset % 2 == 0]  # acked: one or more in each segment
+        assert consumer.ack_batch(kept).acked == len(kept)
+        back = _pop_all(consumer, 10 - len(kept), 60)
+        back += [m for _ in range(8) for m in consumer.receive(32, 30.0, wait_s=0.5)]
+    assert sorted((m.queue_offset, m.body) for m in first) == sorted(pulled[0])
+    origin = {m.body: m for m in first}
+    assert sorted(m.body for m in back) == sorted(m.body for m in first if m.queue_offset % 2)
+    assert all(m.retried and m.reconsume_times == 1 for m in back)
+    assert all((m.queue_id, m.queue_offset) == _retried_position(backend, origin[m.body]) for m in back)

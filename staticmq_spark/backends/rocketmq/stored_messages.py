@@ -72,6 +72,7 @@ SYSTEM_PROPERTIES = frozenset(
         "POP_CK",
         "POP_CK_OFFSET",
         "1ST_POP_TIME",
+        "ORIGIN_GROUP",
         "TIMER_DELAY_SEC",
         "TIMER_DELIVER_MS",
         "TIMER_DELAY_MS",

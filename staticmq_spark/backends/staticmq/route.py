@@ -39,8 +39,8 @@ class RouteCache:
         if address.scheme != "staticmq":
             raise InvalidOptionError(
                 f"{namesrv!r} is an Apache RocketMQ address: this client speaks staticmq's own protocol. On RocketMQ "
-                "use Producer, PullConsumer, the Spark source and sink, `staticmq send/pull` and the read-only "
-                "`staticmq admin` commands; PopConsumer, ExclusiveConsumer and Admin are staticmq-only"
+                "use the client classes (Producer, PullConsumer, PopConsumer, Admin), the Spark source and sink, and "
+                "`staticmq send/pull/admin`; ExclusiveConsumer is staticmq-only"
             )
         self.namesrv_addrs = list(address.hosts)
         self._channels = channels
