@@ -66,9 +66,10 @@ class Capabilities:
     naming the operation."""
 
     two_phase_staging: bool  # the sink stages rows and commits them once (exactly-once sink)
-    pop: bool  # POP consumption and exclusive (locked) consumption
+    pop: bool  # POP consumption (Backend.pop_consumer)
     producer: bool = True  # Backend.producer: sending outside Spark (the memory backend has none)
     pull_consumer: bool = True  # Backend.pull_consumer: pulling logic queues outside Spark
+    exclusive: bool = False  # Backend.exclusive_consumer: consumption of queues under a lock
 
 
 # ---------------------------------------------------------------------------- reading

@@ -20,6 +20,7 @@ from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationErro
 # planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
 if TYPE_CHECKING:
     from staticmq_spark.backends.rocketmq.direct_sink import RocketMQDirectSink
+    from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
     from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
     from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
@@ -102,8 +103,10 @@ class RocketMQBackend:
     def pop_consumer(self, group: str, topic: str, **options: Any) -> NoReturn:
         self._staticmq_only("PopConsumer")
 
-    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> NoReturn:
-        self._staticmq_only("ExclusiveConsumer")
+    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> RocketMQExclusiveConsumer:
+        from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
+
+        return RocketMQExclusiveConsumer(self.address, self.client, group, topic, **options)
 
     def close(self) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ PULL_TIMEOUT_S = 30.0
 
 
 class StaticMQReader:
-    capabilities = Capabilities(two_phase_staging=True, pop=True)  # the backend's too (StaticMQBackend)
+    capabilities = Capabilities(two_phase_staging=True, pop=True, exclusive=True)  # the backend's too (StaticMQBackend)
 
     def __init__(self, instance: StaticMQClientInstance) -> None:
         self.address = instance.address
