@@ -22,6 +22,7 @@ from staticmq_spark.backends.rocketmq.consumer_groups import lock_body, locked_q
 from staticmq_spark.client import ExclusiveConsumer, Producer, PullConsumer, PullResult
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
+from tests.support.rocketmq_tools import compile_client
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,4 +228,68 @@ def test_a_killed_member_s_queues_are_taken_over_after_the_broker_s_lock_expiry(
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+        reader.join(5)
+
+
+ORDERLY = ROOT / "tests" / "support" / "java" / "OrderlyConsumer.java"
+
+
+def test_python_and_java_orderly_consumers_of_one_group_share_the_queues_and_hand_them_over(
+    rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    """RocketMQ's own orderly consumer (tests/support/java/OrderlyConsumer.java) and a Python
+    ExclusiveConsumer in one group: the averaged allocation splits the logic queues, neither
+    consumes a queue the other holds, each goes on from the other's committed offset when a queue
+    changes hands (Java -> Python when the Python consumer joins, back when it closes)."""
+    ns = rocketmq_cluster.address
+    topic, group = _names("java")
+    rocketmq_cluster.update_static_topic(topic, 4, rocketmq_cluster.broker_names)
+    java = ["java", "-Xmx256m", "-cp", compile_client(ORDERLY, tmp_path), "OrderlyConsumer"]
+    java += [rocketmq_cluster.namesrv, topic, group, "300"]
+    proc = subprocess.Popen(java, stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in proc.stdout or ()))
+    reader.start()
+
+    def java_got() -> dict[int, list[tuple[int, bytes]]]:
+        out: dict[int, list[tuple[int, bytes]]] = {}
+        for line in list(lines):
+            if line.startswith("MSG "):
+                _, q, offset, body = line.split(" ", 3)
+                out.setdefault(int(q), []).append((int(offset), body.encode()))
+        return out
+
+    try:
+        started = lambda: any(x.startswith("STARTED") for x in lines)  # noqa: E731
+        wait_until(lambda: started() or proc.poll() is not None, 60, message="the Java consumer to start")
+        assert started(), f"the Java consumer exited with {proc.returncode}"
+        java_id = next(x for x in lines if x.startswith("STARTED")).split(" ", 1)[1]
+        assert java_id < "zz-python"  # so the allocation gives Java queues 0 and 1
+        # alone in the group, the Java consumer locks and consumes every queue (it pulls only what it locked)
+        _send(ns, topic, 4, "w", 1)
+        wait_until(lambda: len(java_got()) == 4, 60, message=lambda: f"the Java consumer's first messages {lines}")
+        with ExclusiveConsumer(ns, group, topic, lease_s=10, client_id="zz-python") as python:
+            _settle([python], [{2, 3}], timeout_s=60)  # Java re-balances, commits and unlocks 2 and 3
+            _send(ns, topic, 4, "m", 10)
+            mine: dict[int, list[tuple[int, bytes]]] = {}
+            _drain(python, mine, 20, 60)
+            wait_until(
+                lambda: sum(len(v) for v in java_got().values()) == 24, 60, message=lambda: f"Java's share {lines}"
+            )
+            theirs = java_got()
+            assert set(mine) == {2, 3} and set(theirs) == {0, 1, 2, 3}
+            for q in (2, 3):  # from the Java consumer's commit on: neither the warm-up again nor a gap
+                assert theirs[q] == [(0, f"w-{q}-0".encode())]
+                assert mine[q] == [(i + 1, f"m-{q}-{i}".encode()) for i in range(10)]
+            for q in (0, 1):
+                assert theirs[q] == [(0, f"w-{q}-0".encode())] + [(i + 1, f"m-{q}-{i}".encode()) for i in range(10)]
+        _send(ns, topic, 4, "n", 1)  # the Python consumer left, having committed 11 on queues 2 and 3
+        wait_until(lambda: sum(len(v) for v in java_got().values()) == 28, 90, message=lambda: f"the takeover {lines}")
+        theirs = java_got()
+        for q in range(4):
+            assert theirs[q][-1] == (11, f"n-{q}-0".encode())
+        assert len(theirs[2]) == len(theirs[3]) == 2
+    finally:
+        proc.kill()
+        proc.wait()
         reader.join(5)
