@@ -50,7 +50,7 @@ from staticmq_spark.backends.rocketmq.remoting import RemotingClient, RocketMQEr
 from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.types import PullResult
 from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import InvalidArgumentError, QueueNotFoundError, StaticMQError
+from staticmq_spark.errors import InvalidArgumentError, NotLeaderError, QueueNotFoundError, StaticMQError
 from staticmq_spark.protocol.consume.pull_status import PullStatus
 from staticmq_spark.protocol.topics.names import validate_group, validate_topic
 from staticmq_spark.protocol.topics.route_view import QueueAddress
@@ -119,6 +119,7 @@ class RocketMQExclusiveConsumer(Closeable):
         self._sub_version = int(time.time() * 1000)
         self._segments: tuple[tuple[tuple[str, int], ...], dict[int, frozenset[str]]] | None = None
         self._turn = 0
+        self._group_made = False
 
     # ------------------------------------------------------------------ public API
 
@@ -397,15 +398,21 @@ class RocketMQExclusiveConsumer(Closeable):
         if position is None or position == held.committed or time.monotonic() >= held.lease_until:
             return
         q = held.queue.queue_id
-
-        def commit(_bname: str, addr: str) -> None:
-            try:
-                self._client.update_consumer_offset(addr, self.group, self.topic, q, position)
-            except RocketMQError as exc:
-                if exc.response_code != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
-                    raise
-                self._access.create_group(self.group)
-                self._client.update_consumer_offset(addr, self.group, self.topic, q, position)
-
-        self._access.on_leader(self.topic, q, commit)
+        route = self._access.route(self.topic)
+        _bname, addr = route.leader_addr(q)
+        try:
+            self._client.update_consumer_offset(addr, self.group, self.topic, q, position)
+        except NotLeaderError:
+            self._access.route(self.topic, refresh=True)
+            raise
+        except RocketMQError as exc:
+            # A broker without the group refuses it, also when the leader forwards the commit to an
+            # older segment's broker (SYSTEM_ERROR then): members' heartbeats make the group on every
+            # broker, a consumer given `queues=` makes it once here.
+            missing = (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, ResponseCode.SYSTEM_ERROR)
+            if exc.response_code not in missing or self._group_made:
+                raise
+            self._access.create_group(self.group)
+            self._group_made = True
+            self._client.update_consumer_offset(addr, self.group, self.topic, q, position)
         held.committed = position
