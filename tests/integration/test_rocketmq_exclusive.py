@@ -293,3 +293,67 @@ def test_python_and_java_orderly_consumers_of_one_group_share_the_queues_and_han
         proc.kill()
         proc.wait()
         reader.join(5)
+
+
+def test_a_killed_java_orderly_consumer_s_queues_are_taken_by_a_python_member_after_its_locks_expire(
+    rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    ns = rocketmq_cluster.address
+    topic, group = _names("javakill")
+    rocketmq_cluster.update_static_topic(topic, 2, rocketmq_cluster.broker_names)
+    java = ["java", "-Xmx256m", "-cp", compile_client(ORDERLY, tmp_path), "OrderlyConsumer"]
+    proc = subprocess.Popen([*java, rocketmq_cluster.namesrv, topic, group, "300"], stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in proc.stdout or ()))
+    reader.start()
+    try:
+        _send(ns, topic, 2, "w", 1)
+        wait_until(
+            lambda: len({x.split(" ")[1] for x in lines if x.startswith("MSG ")}) == 2 or proc.poll() is not None,
+            90,
+            message=lambda: f"the Java consumer's first messages {lines}",
+        )
+        with PullConsumer(ns, group=group) as puller:
+            wait_until(lambda: puller.committed(topic, 0) == 1, 30, message="the Java consumer's commit")
+        with ExclusiveConsumer(ns, group, topic, lease_s=10, client_id="zz-python") as python:
+            _settle([python], [{1}], timeout_s=60)
+            proc.kill()  # kill -9: its locks stay on the brokers until they expire
+            proc.wait()
+            killed_at = time.monotonic()
+            wait_until(
+                lambda: python.renew() and _ids(python) == {0, 1},
+                BROKER_LOCK_S + 30,
+                interval_s=0.5,
+                message="the takeover of the Java consumer's queue",
+            )
+            assert time.monotonic() - killed_at > BROKER_LOCK_S - 20 - 5  # Java renews every 20 s
+            _send(ns, topic, 2, "n", 1)
+            got: dict[int, list[tuple[int, bytes]]] = {}
+            _drain(python, got, 3, 30)
+            assert got[0] == [(1, b"n-0-0")]  # from the Java consumer's commit on
+            assert got[1] == [(1, b"n-1-0")]  # from the Java consumer's commit at the re-balance
+    finally:
+        proc.kill()
+        proc.wait()
+        reader.join(5)
+
+
+def test_a_lapsed_lease_hands_out_nothing_and_the_queue_restarts_at_the_committed_offset(
+    rocketmq_cluster: LocalRocketMQ,
+) -> None:
+    ns = rocketmq_cluster.address
+    topic, group = _names("lapse")
+    rocketmq_cluster.update_static_topic(topic, 1, ["broker-a"])
+    _send(ns, topic, 1, "m", 6)
+    with ExclusiveConsumer(ns, group, topic, lease_s=1, client_id="lapsing") as consumer:
+        first = consumer.poll(max_messages=3, wait_s=5)
+        assert [o for r in first for o, _ in _rows(r)] == [0, 1, 2]  # handed out, not committed yet
+        time.sleep(1.1)  # not a wait: the 1 s lease runs out while nobody polls
+        assert consumer.held == []
+        again: dict[int, list[tuple[int, bytes]]] = {}
+        _drain(consumer, again, 6, 20)  # locked again (its own lock at the broker), from the commit
+        assert [o for o, _ in again[0]] == [0, 1, 2, 3, 4, 5]
+    with PullConsumer(ns, group=group) as puller:
+        assert puller.committed(topic, 0) == 6
+    out = rocketmq_cluster.mqadmin("consumerProgress", "-g", group)
+    assert topic in out  # RocketMQ's own tool shows the group's progress on the topic
