@@ -357,3 +357,53 @@ def test_a_lapsed_lease_hands_out_nothing_and_the_queue_restarts_at_the_committe
         assert puller.committed(topic, 0) == 6
     out = rocketmq_cluster.mqadmin("consumerProgress", "-g", group)
     assert topic in out  # RocketMQ's own tool shows the group's progress on the topic
+
+
+def test_python_and_java_orderly_consumers_keep_their_queues_in_order_across_a_remap(
+    rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    ns = rocketmq_cluster.address
+    topic, group = _names("javaremap")
+    rocketmq_cluster.update_static_topic(topic, 2, ["broker-a"])
+    java = ["java", "-Xmx256m", "-cp", compile_client(ORDERLY, tmp_path), "OrderlyConsumer"]
+    proc = subprocess.Popen([*java, rocketmq_cluster.namesrv, topic, group, "300"], stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in proc.stdout or ()))
+    reader.start()
+
+    def java_bodies() -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for line in list(lines):
+            if line.startswith("MSG "):
+                _, q, _offset, body = line.split(" ", 3)
+                out.setdefault(int(q), []).append(body)
+        return out
+
+    try:
+        _send(ns, topic, 2, "w", 1)
+        wait_until(lambda: len(java_bodies()) == 2, 90, message=lambda: f"the Java consumer's first messages {lines}")
+        with ExclusiveConsumer(ns, group, topic, lease_s=10, client_id="zz-python") as python:
+            _settle([python], [{1}], timeout_s=60)
+            _send(ns, topic, 2, "m", 5)
+            mine: dict[int, list[tuple[int, bytes]]] = {}
+            _drain(python, mine, 5, 30)
+            python.commit()  # the remap below takes longer than the lease
+            rocketmq_cluster.remap_static_topic(topic, ["broker-b"])
+            _send(ns, topic, 2, "n", 5)
+            _drain(python, mine, 10, 60)
+            wait_until(lambda: len(java_bodies().get(0, [])) == 11, 90, message=lambda: f"Java's share {lines}")
+            assert set(mine) == {1}
+            assert mine[1] == [(1 + i, f"m-1-{i}".encode()) for i in range(5)] + [
+                (10000 + i, f"n-1-{i}".encode()) for i in range(5)
+            ]
+            theirs = java_bodies()
+            assert theirs[0] == ["w-0-0"] + [f"m-0-{i}" for i in range(5)] + [f"n-0-{i}" for i in range(5)]
+            assert theirs[1] == ["w-1-0"]  # before the Python consumer joined
+            python.renew()
+            assert _ids(python) == {1}  # held at the new leader and at the old one
+            assert _foreign_lock(rocketmq_cluster, "broker-a", group, topic, [1]) == set()
+            assert _foreign_lock(rocketmq_cluster, "broker-b", group, topic, [1]) == set()
+    finally:
+        proc.kill()
+        proc.wait()
+        reader.join(5)
