@@ -68,9 +68,9 @@ class Capabilities:
 
     two_phase_staging: bool  # the sink stages rows and commits them once (exactly-once sink)
     pop: bool  # Backend.pop_consumer: POP consumption (PopConsumer)
-    exclusive: bool = False  # Backend.exclusive_consumer: exclusive, lock-held consumption
     producer: bool = True  # Backend.producer: sending outside Spark (the memory backend has none)
     pull_consumer: bool = True  # Backend.pull_consumer: pulling logic queues outside Spark
+    exclusive: bool = False  # Backend.exclusive_consumer: consumption of queues under a lock
 
 
 # ---------------------------------------------------------------------------- reading

@@ -1,5 +1,7 @@
-"""The ExclusiveConsumer: ordered consumption of queues it holds the broker-side pull lock of
-(staticmq clusters; see backends/staticmq/exclusive_consumer.py)."""
+"""The ExclusiveConsumer: ordered consumption of queues it holds the broker-side lock of, on
+staticmq clusters (backends/staticmq/exclusive_consumer.py: pull locks the brokers enforce) and on
+Apache RocketMQ (backends/rocketmq/exclusive_consumer.py: the group's averaged allocation and the
+rebalance locks RocketMQ's orderly consumers use, lease_s at most 30 s)."""
 
 from __future__ import annotations
 

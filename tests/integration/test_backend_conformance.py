@@ -19,7 +19,7 @@ import pytest
 
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import WriteSettings
-from staticmq_spark.client import Admin, PopConsumer, PopMessage, Producer, PullConsumer, PullStatus
+from staticmq_spark.client import Admin, ExclusiveConsumer, PopConsumer, PopMessage, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.source.snapshot import take_snapshot
@@ -39,6 +39,7 @@ def on(kinds: list[str]) -> pytest.MarkDecorator:
 EVERY = on(kinds_with())
 SENDS_AND_PULLS = on(kinds_with("producer", "pull_consumer"))
 POPS = on(kinds_with("producer", "pull_consumer", "pop"))
+EXCLUSIVE = on(kinds_with("producer", "pull_consumer", "exclusive"))
 
 
 def _topic(backend: ClusterUnderTest, what: str) -> str:
@@ -453,3 +454,65 @@ def test_pop_on_a_remapped_topic_brings_back_only_the_unacked_messages_of_every_
     assert sorted(m.body for m in back) == sorted(m.body for m in first if m.queue_offset % 2)
     assert all(m.retried and m.reconsume_times == 1 for m in back)
     assert all((m.queue_id, m.queue_offset) == _retried_position(backend, origin[m.body]) for m in back)
+
+
+# ---------------------------------------------------------------------------- exclusive consumption
+
+
+def _exclusive_rows(consumer: ExclusiveConsumer, want: int, timeout_s: float) -> list[tuple[int, int, bytes]]:
+    """(logic queue, logic offset, body) of what `consumer` hands out, until `want` rows or time is up."""
+    rows: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(rows) < want and time.monotonic() < deadline:
+        for r in consumer.poll(max_messages=4, wait_s=0.3):
+            offsets, bodies = r.batch.column("queue_offset").to_pylist(), r.batch.column("body").to_pylist()
+            rows.extend((r.queue_id, o, b) for o, b in zip(offsets, bodies, strict=True))
+    return rows
+
+
+@EXCLUSIVE
+def test_exclusive_consumer_reads_a_remapped_queue_in_order_and_its_successor_resumes_at_its_commit(
+    backend: ClusterUnderTest,
+) -> None:
+    topic = _topic(backend, "exclusive")
+    expected = _remapped(backend, topic, 2)[1]  # logic offsets 0..4, 10000..10002, 20000..20001
+    group = f"conf-excl-{backend.name}-{next(_n)}"
+    first = ExclusiveConsumer(backend.address, group, topic, queues=[1], lease_s=5)
+    second = ExclusiveConsumer(backend.address, group, topic, queues=[1], lease_s=5)
+    try:
+        got = _exclusive_rows(first, 6, 30)
+        assert [(o, b) for _, o, b in got] == expected[: len(got)] and {q for q, _, _ in got} == {1}
+        assert [q.queue_id for q in first.held] == [1]
+        first.commit()
+        assert second.poll(max_messages=4, wait_s=1) == [] and second.held == []  # the first one holds it
+        first.close()  # commits and releases at once
+        rest = _exclusive_rows(second, len(expected) - len(got), 30)
+        assert [(o, b) for _, o, b in rest] == expected[len(got) :]
+        assert [q.queue_id for q in second.held] == [1]
+    finally:
+        second.close()
+        first.close()
+
+
+@EXCLUSIVE
+def test_exclusive_consumers_of_one_group_never_hold_one_queue_at_once_and_together_hold_all(
+    backend: ClusterUnderTest,
+) -> None:
+    topic = _topic(backend, "exclusive-pair")
+    backend.create(topic, 4, backend.brokers)
+    group = f"conf-excl-pair-{backend.name}-{next(_n)}"
+    with (
+        ExclusiveConsumer(backend.address, group, topic, lease_s=5) as one,
+        ExclusiveConsumer(backend.address, group, topic, lease_s=5) as two,
+    ):
+        seen: list[tuple[set[int], set[int]]] = []
+
+        def covered() -> bool:
+            held = ({q.queue_id for q in one.renew()}, {q.queue_id for q in two.renew()})
+            seen.append(held)
+            return held[0] | held[1] == {0, 1, 2, 3}
+
+        wait_until(covered, 30, interval_s=0.2, message=lambda: f"every queue held; held {seen[-3:]}")
+        for _ in range(10):
+            covered()
+        assert all(not (a & b) for a, b in seen), seen

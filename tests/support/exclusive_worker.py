@@ -1,6 +1,6 @@
 """A process that consumes one queue exclusively and prints every batch it hands out as one JSON
 line (then commits it), until it is killed: `python -m tests.support.exclusive_worker NAMESRV GROUP TOPIC
-LEASE_S`."""
+LEASE_S [CLIENT_ID]`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from staticmq_spark.client import ExclusiveConsumer
 
 def main() -> None:
     namesrv, group, topic, lease = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-    with ExclusiveConsumer(namesrv, group, topic, lease_s=lease, client_id="worker") as consumer:
+    client_id = sys.argv[5] if len(sys.argv) > 5 else "worker"
+    with ExclusiveConsumer(namesrv, group, topic, lease_s=lease, client_id=client_id) as consumer:
         print(json.dumps({"started": True}), flush=True)
         while True:
             for result in consumer.poll(max_messages=5, wait_s=0.5):

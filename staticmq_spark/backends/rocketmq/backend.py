@@ -6,7 +6,7 @@ direct sends and a dedup key per row (direct_sink)."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, ProducerSettings
@@ -14,12 +14,13 @@ from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
 from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, PLAIN, ClientSecurity
-from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
+from staticmq_spark.errors import InvalidArgumentError
 
 # The sinks, producer and pull consumer are imported where they are first used: a source's
 # planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
 if TYPE_CHECKING:
     from staticmq_spark.backends.rocketmq.direct_sink import RocketMQDirectSink
+    from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
     from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
     from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
@@ -94,19 +95,15 @@ class RocketMQBackend:
 
         return RocketMQPullConsumer(self.address, self.client, group=group, request_timeout_s=request_timeout_s)
 
-    def _staticmq_only(self, what: str) -> NoReturn:
-        raise UnsupportedOperationError(
-            f"{what} is staticmq-only (broker_stub's POP and lock services); on Apache RocketMQ use "
-            "PullConsumer, Producer, the Spark source and sink"
-        )
-
     def pop_consumer(self, group: str, topic: str, **options: Any) -> RocketMQPopConsumer:
         from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
 
         return RocketMQPopConsumer(self.address, self.client, group, topic, **options)
 
-    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> NoReturn:
-        self._staticmq_only("ExclusiveConsumer")
+    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> RocketMQExclusiveConsumer:
+        from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
+
+        return RocketMQExclusiveConsumer(self.address, self.client, group, topic, **options)
 
     def close(self) -> None:
         with self._lock:
