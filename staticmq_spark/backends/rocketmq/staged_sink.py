@@ -25,6 +25,7 @@ with properties of its own: a RocketMQ consumer sees the row's properties and Ro
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +41,7 @@ from staticmq_spark.backends.rocketmq.codes import RETRIABLE, RequestCode, Respo
 from staticmq_spark.backends.rocketmq.decisions import DecisionLog
 from staticmq_spark.backends.rocketmq.leaders import Leader, Leaders
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, RocketMQError, check_answer
+from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.rocketmq.staged_chunks import (
     StagedChunk,
     StagedDecision,
@@ -117,7 +119,11 @@ class RocketMQStagedSink:
         self._staging: dict[str, StagingTopic] = {}
         self._logs: dict[str, DecisionLog] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-staged")
-        self.hook: Hook = _no_hook  # called at "decided", "sent" (a send unanswered yet), "forwarded"
+        self._routes: dict[str, TopicRoute] = {}
+        self._lock = threading.Lock()
+        # called at "deciding" (before the decision is stored), "decided", "sent" (a chunk's send not
+        # answered yet) and "forwarded" (answered): the kill points the tests crash a driver at
+        self.hook: Hook = _no_hook
 
     def _staging_topic(self, settings: WriteSettings) -> StagingTopic:
         name = settings.staging_topic
@@ -235,6 +241,7 @@ class RocketMQStagedSink:
         if not chunks:
             return 0
         decision = StagedDecision(settings.topic, writer, batch, chunks, self._tails(settings.topic, chunks))
+        self.hook("deciding", decision)
         self._log(settings.decision_topic).record_bodies(decision.key, f"batch {batch}", encode_staged(decision))
         self.hook("decided", decision)
         return self.forward(settings, decision, recovering=False)
@@ -268,6 +275,7 @@ class RocketMQStagedSink:
         """Send every chunk of the decision not in its target queue yet; the rows sent now."""
         deadline = time.monotonic() + settings.send_timeout_ms / 1000
         staging = self._staging_topic(settings)
+        self._route(decision.topic, refresh=True)
         queues = sorted(decision.by_queue().items())
 
         def copy(item: tuple[int, list[StagedChunk]]) -> int:
@@ -337,8 +345,7 @@ class RocketMQStagedSink:
         attempt = 0
         while True:
             try:
-                route = self.client.route(topic)
-                bname, addr = route.leader_addr(chunk.logic)
+                bname, addr = self._route(topic, refresh=attempt > 0).leader_addr(chunk.logic)
                 answer = self.client.submit_send(
                     addr, bname, topic, chunk.logic, body, WAIT, batch=True, producer_group=PRODUCER_GROUP
                 )
@@ -364,6 +371,15 @@ class RocketMQStagedSink:
                         return 0  # stored: its answer was lost
                 except StaticMQError as scan:
                     log.info("cannot read %s/%d yet: %s", topic, chunk.logic, scan.message)
+
+    def _route(self, topic: str, refresh: bool) -> TopicRoute:
+        with self._lock:
+            route = self._routes.get(topic)
+        if route is None or refresh:
+            route = self.client.route(topic)
+            with self._lock:
+                self._routes[topic] = route
+        return route
 
     def _landed(self, topic: str, tail: Tail, chunks: Sequence[StagedChunk]) -> set[str]:
         """The first-row UNIQ_KEYs of `chunks` found in the logic queue from the tail on: the tail's
