@@ -197,7 +197,7 @@ def stored_uniq_keys(body: bytes) -> pa.Array:
     head, _sys_flag, _store_ts, pieces = _layout(body)
     idx = np.arange(len(head), dtype=np.int64) * 4
     props = pieces.take(arrays.numbers(idx + 3)).cast(pa.string())
-    return pc.extract_regex(props, _UNIQ_KEY).field("k")
+    return pc.struct_field(pc.extract_regex(props, _UNIQ_KEY), "k")
 
 
 _UNIQ_KEY = "(?:^|\x02)UNIQ_KEY\x01(?P<k>[^\x02]*)"
