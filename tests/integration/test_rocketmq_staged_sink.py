@@ -32,10 +32,12 @@ from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
 from staticmq_spark.backends.rocketmq.stored_messages import SYSTEM_PROPERTIES
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import Admin, PullConsumer
+from staticmq_spark.errors import StaticMQError
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.support.rocketmq_tools import compile_client
 from tests.support.sink_tasks import write_task
+from tests.support.waiting import wait_until
 
 _n = itertools.count()
 QUEUES = 4
@@ -318,3 +320,90 @@ def test_a_target_queue_remapped_during_the_copy_gets_its_rows_once_and_the_comm
     with PullConsumer(ns) as consumer:
         new_start = chain[-1].logic_offset
         assert new_start > 0 and consumer.max_offset(topic, moved[0]) > new_start, "rows in the new segment too"
+
+
+# ---------------------------------------------------------------------------- broker kills (own cluster)
+
+
+@pytest.fixture(scope="module")
+def killable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRocketMQ]:
+    """Two brokers of their own: these tests kill -9 them (the shared session cluster is never killed)."""
+    cluster = LocalRocketMQ(tmp_path_factory.mktemp("rocketmq-staged-kills"), brokers=2)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _killable_topic(cluster: LocalRocketMQ) -> str:
+    name = f"rmq-staged-kill-{next(_n)}"
+    with Admin(cluster.address) as admin:
+        admin.update_static_topic(name, QUEUES, brokers=sorted(cluster.broker_names))
+    return name
+
+
+def test_a_target_broker_killed_mid_copy_ends_with_every_row_once_after_its_restart(killable: LocalRocketMQ) -> None:
+    ns, topic = killable.address, _killable_topic(killable)
+    backend = open_backend(ns)
+    try:
+        sink = backend.sink()
+        assert isinstance(sink, RocketMQStagedSink)
+        settings = WriteSettings(namesrv=ns, topic=topic, request_bytes=3000, send_timeout_ms=120_000)
+        tasks = _stage(sink, settings, "q-target-kill", "t", 2, 300)
+        victim = sorted(killable.broker_names)[-1]
+        killed: list[threading.Thread] = []
+        lock = threading.Lock()
+
+        def restart() -> None:
+            killable.start_broker(victim)
+            killable.wait_registered()
+
+        def kill_once(step: str, what: object) -> None:
+            with lock:
+                if step != "forwarded" or killed:
+                    return
+                killable.kill(victim)  # kill -9 of the broker's JVM, sends to it in flight
+                thread = threading.Thread(target=restart)
+                killed.append(thread)
+                thread.start()
+
+        sink.hook = kill_once
+        committed = sink.commit(settings, "q-target-kill", 0, tasks)
+        killed[0].join(120)
+        assert committed <= 600
+        seen = _visible(ns, topic)
+        _assert_once_in_order(seen, _want("t", 2, 300))
+    finally:
+        backend.close()
+
+
+def test_a_staging_broker_killed_between_staging_and_copy_fails_the_commit_until_it_is_back_then_every_row_once(
+    killable: LocalRocketMQ,
+) -> None:
+    ns, topic = killable.address, _killable_topic(killable)
+    backend = open_backend(ns)
+    try:
+        sink = backend.sink()
+        assert isinstance(sink, RocketMQStagedSink)
+        settings = WriteSettings(namesrv=ns, topic=topic, send_timeout_ms=10_000)
+        tasks = _stage(sink, settings, "q-staging-kill", "s", 2, 250)
+        victim = sorted(killable.broker_names)[-1]
+        assert victim in {c.bname for t in tasks for c in t.detail}, "some chunks are staged on the victim"
+        killable.kill(victim)
+        with pytest.raises(StaticMQError):
+            sink.commit(settings, "q-staging-kill", 0, tasks)
+        killable.start_broker(victim)
+        killable.wait_registered()
+        wait_until(lambda: _commits(sink, settings, tasks), 120, message="a commit after the broker's restart")
+        _assert_once_in_order(_visible(ns, topic), _want("s", 2, 250))
+    finally:
+        backend.close()
+
+
+def _commits(sink: RocketMQStagedSink, settings: WriteSettings, tasks: list[TaskWrite]) -> bool:
+    try:
+        sink.commit(settings, "q-staging-kill", 0, tasks)
+    except StaticMQError:
+        return False
+    return True

@@ -40,7 +40,7 @@ from staticmq_spark.backends.rocketmq.batch_encode import MAX_MESSAGE, encode_ro
 from staticmq_spark.backends.rocketmq.codes import RETRIABLE, RequestCode, ResponseCode
 from staticmq_spark.backends.rocketmq.decisions import DecisionLog
 from staticmq_spark.backends.rocketmq.leaders import Leader, Leaders
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, RocketMQError, check_answer
+from staticmq_spark.backends.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError, check_answer
 from staticmq_spark.backends.rocketmq.routes import TopicRoute
 from staticmq_spark.backends.rocketmq.staged_chunks import (
     StagedChunk,
@@ -312,20 +312,41 @@ class RocketMQStagedSink:
         for i, chunk in enumerate(todo):
             for j in range(i, min(len(todo), i + PREFETCH)):
                 if j not in reads:
-                    reads[j] = self._read_staged(staging, todo[j])
+                    reads[j] = self._read_staged(staging, todo[j], deadline)
             body = reads.pop(i)()
             sent += self._send_chunk(topic, tail, chunk, body, deadline)
         return sent
 
-    def _read_staged(self, staging: StagingTopic, chunk: StagedChunk) -> Callable[[], bytes]:
+    def _read_staged(self, staging: StagingTopic, chunk: StagedChunk, deadline: float) -> Callable[[], bytes]:
+        """The chunk's staged body: its pull sent now (read ahead), answered when called. A broker that
+        cannot be reached is asked again until `deadline`."""
         where = f"{staging.topic}/{chunk.queue}@{chunk.offset} on {chunk.bname}"
         what = f"staged chunk {chunk.seq} of partition {chunk.partition} ({where})"
-        waiter = self.client.submit_pull(
-            staging.addr(chunk.bname), staging.topic, chunk.queue, chunk.offset, 1, logic=False, bname=chunk.bname
-        )
+
+        def submit() -> Callable[[], PullAnswer]:
+            return self.client.submit_pull(
+                staging.addr(chunk.bname), staging.topic, chunk.queue, chunk.offset, 1, logic=False, bname=chunk.bname
+            )
+
+        try:
+            first: Callable[[], PullAnswer] | None = submit()
+        except StaticMQError:
+            first = None  # asked again below
 
         def body() -> bytes:
-            answer = waiter()
+            waiter, attempt = first, 0
+            while True:
+                try:
+                    answer = (waiter or submit())()
+                    break
+                except StaticMQError as exc:
+                    if not _retriable(exc) or time.monotonic() > deadline:
+                        raise StaticMQError(
+                            f"reading {what} failed ({exc.message}); a restarted query retries"
+                        ) from exc
+                    waiter, attempt = None, attempt + 1
+                    log.info("reading %s: %s; asking again", what, exc.message)
+                    time.sleep(backoff_s(attempt, deadline))
             if answer.status is not PullStatus.FOUND:
                 raise ConflictError(
                     f"{what} cannot be read ({answer.status.name}, {answer.remark}): it expired or was deleted "
@@ -334,8 +355,7 @@ class RocketMQStagedSink:
             stored = decode_stored(answer.body, properties=False)
             if len(stored.queue_offsets) == 0 or int(stored.queue_offsets[0]) != chunk.offset:
                 raise ConflictError(f"{what}: the broker answered another message")
-            value = stored.columns.column("body")[0].as_py()
-            return bytes(value)
+            return bytes(stored.columns.column("body")[0].as_py())
 
         return body
 
