@@ -6,7 +6,9 @@ twice; a driver killed (os._exit in a process of its own, tests/support/staged_c
 before the decision, right after it, mid-forward with a send unanswered, and again during the
 recovery, ends with every row once, in order, in murmur3(key) mod totalQueues; chunks of attempts
 the commit does not name are never forwarded; a queue remapped before or during the copy gets its
-rows once in its new segment; RocketMQ's Java consumer sees only the rows' own properties.
+rows once in its new segment; RocketMQ's Java consumer sees only the rows' own properties; a target
+broker killed mid-copy and a staging broker killed between staging and copy (on a cluster of their
+own) end with every row once.
 These drive the backend's sink directly; tests/spark/test_rocketmq.py runs it through Spark."""
 
 from __future__ import annotations
