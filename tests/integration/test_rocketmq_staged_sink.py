@@ -19,6 +19,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +96,18 @@ def _want(label: str, parts: int, n: int) -> Counter[str]:
     return Counter(f"{label}{p}-{i}" for p in range(parts) for i in range(n))
 
 
+def _settled(ns: str, topic: str, want: Counter[str] | None = None) -> list[tuple[int, str, str]]:
+    """_visible once the brokers have dispatched what they stored (a message is in the commit log
+    before it is in its consume queue): after `want`'s count of rows is readable (at most 20 s),
+    or after 1 s when no count is wanted, read once more a moment later."""
+    if want is not None:
+        wait_until(lambda: len(_visible(ns, topic)) >= want.total(), 20, message=f"{want.total()} rows readable")
+    else:
+        time.sleep(1.0)
+    time.sleep(0.5)
+    return _visible(ns, topic)
+
+
 def _assert_once_in_order(seen: list[tuple[int, str, str]], want: Counter[str]) -> None:
     assert Counter(body for _, _, body in seen) == want, "every row exactly once"
     assert all(queue_for_key(key, QUEUES) == q for q, key, _ in seen), "rows sit in murmur3(key) mod totalQueues"
@@ -145,7 +158,7 @@ def test_staged_rows_are_invisible_before_the_decision_and_visible_once_after_th
     assert sum(t.rows for t in tasks) == 1200
     assert _visible(ns, topic) == [], "staged rows are not readable before the commit"
     assert sink.commit(settings, "q-visible", 0, tasks) == 1200
-    _assert_once_in_order(_visible(ns, topic), _want("p", 3, 400))
+    _assert_once_in_order(_settled(ns, topic, _want("p", 3, 400)), _want("p", 3, 400))
 
 
 def test_each_staged_chunk_is_one_encoded_batch_of_one_target_queue(
@@ -170,7 +183,7 @@ def test_a_replayed_commit_writes_nothing_twice(
     replay = _stage(sink, settings, "q-replay", "x", 2, 250)  # a replay computing other rows
     assert sink.commit(settings, "q-replay", 0, replay) == 0, "the recorded decision is complete: nothing sent"
     assert sink.commit(settings, "q-replay", 0, tasks) == 0
-    _assert_once_in_order(_visible(ns, topic), _want("r", 2, 250))
+    _assert_once_in_order(_settled(ns, topic, _want("r", 2, 250)), _want("r", 2, 250))
 
 
 def test_chunks_of_an_attempt_not_named_in_the_commit_are_never_forwarded(
@@ -181,7 +194,7 @@ def test_chunks_of_an_attempt_not_named_in_the_commit_are_never_forwarded(
     retried = _stage(sink, settings, "q-attempts", "a", 2, 150)
     assert sink.commit(settings, "q-attempts", 0, retried) == 300
     _stage(sink, settings, "q-attempts", "late", 2, 150)  # an attempt finishing after the commit
-    _assert_once_in_order(_visible(ns, topic), _want("a", 2, 150))
+    _assert_once_in_order(_settled(ns, topic, _want("a", 2, 150)), _want("a", 2, 150))
 
 
 def test_a_rocketmq_java_consumer_sees_only_the_rows_own_properties(
@@ -225,7 +238,7 @@ def test_driver_killed_before_the_decision_is_recorded_leaves_nothing_visible_an
     assert sink.recorded(settings, "q-kill-before", 0) is None
     replay = _stage(sink, settings, "q-kill-before", "s", 2, 200)  # nothing decided: the replay's rows count
     _child(ns, tmp_path, settings, "q-kill-before", replay, "none")
-    _assert_once_in_order(_visible(ns, topic), _want("s", 2, 200))
+    _assert_once_in_order(_settled(ns, topic, _want("s", 2, 200)), _want("s", 2, 200))
 
 
 def test_driver_killed_right_after_the_decision_lands_the_first_runs_rows_once_despite_a_different_replay(
@@ -237,7 +250,7 @@ def test_driver_killed_right_after_the_decision_lands_the_first_runs_rows_once_d
     assert _visible(ns, topic) == [], "decided, nothing forwarded yet"
     replay = _stage(sink, settings, "q-kill-decided", "s", 2, 300)  # a replay computing different rows
     _child(ns, tmp_path, settings, "q-kill-decided", replay, "none")
-    _assert_once_in_order(_visible(ns, topic), _want("f", 2, 300))
+    _assert_once_in_order(_settled(ns, topic, _want("f", 2, 300)), _want("f", 2, 300))
 
 
 def test_driver_killed_mid_forward_with_a_send_unanswered_recovers_copying_only_what_is_missing_in_order(
@@ -247,11 +260,11 @@ def test_driver_killed_mid_forward_with_a_send_unanswered_recovers_copying_only_
     first = _stage(sink, settings, "q-kill-mid", "f", 2, 300)
     chunks = sum(len(t.detail) for t in first)
     _child(ns, tmp_path, settings, "q-kill-mid", first, "sent", n=chunks // 2)
-    before = _visible(ns, topic)
+    before = _settled(ns, topic)
     assert 0 < len(before) < 600, f"{len(before)} rows landed before the kill"
     recovered = sink.commit(settings, "q-kill-mid", 0, _stage(sink, settings, "q-kill-mid", "s", 2, 300))
     assert recovered == 600 - len(before), "the recovery sent only the rows that had not landed"
-    _assert_once_in_order(_visible(ns, topic), _want("f", 2, 300))
+    _assert_once_in_order(_settled(ns, topic, _want("f", 2, 300)), _want("f", 2, 300))
 
 
 def test_a_second_driver_crash_during_the_recovery_copy_is_safe_too(
@@ -261,13 +274,13 @@ def test_a_second_driver_crash_during_the_recovery_copy_is_safe_too(
     first = _stage(sink, settings, "q-kill-twice", "f", 2, 300)
     chunks = sum(len(t.detail) for t in first)
     _child(ns, tmp_path, settings, "q-kill-twice", first, "sent", n=chunks // 3)
-    landed_once = len(_visible(ns, topic))
+    landed_once = len(_settled(ns, topic))
     replay = _stage(sink, settings, "q-kill-twice", "s", 2, 300)
     _child(ns, tmp_path, settings, "q-kill-twice", replay, "sent", n=2)  # the recovery dies mid-copy too
-    landed_twice = len(_visible(ns, topic))
+    landed_twice = len(_settled(ns, topic))
     assert landed_once < landed_twice < 600
     _child(ns, tmp_path, settings, "q-kill-twice", replay, "none")
-    _assert_once_in_order(_visible(ns, topic), _want("f", 2, 300))
+    _assert_once_in_order(_settled(ns, topic, _want("f", 2, 300)), _want("f", 2, 300))
 
 
 # ---------------------------------------------------------------------------- remaps
@@ -282,7 +295,7 @@ def test_a_target_queue_remapped_between_staging_and_commit_gets_its_rows_once_i
     with Admin(ns) as admin:
         admin.remapping_static_topic(topic, brokers=brokers[:1])
     assert sink.commit(settings, "q-remap", 0, tasks) == 400
-    _assert_once_in_order(_visible(ns, topic), _want("m", 2, 200))
+    _assert_once_in_order(_settled(ns, topic, _want("m", 2, 200)), _want("m", 2, 200))
     _, leaders = sink.leaders.of(topic)
     assert {lead.bname for lead in leaders.values()} == {brokers[0]}
 
@@ -315,7 +328,7 @@ def test_a_target_queue_remapped_during_the_copy_gets_its_rows_once_and_the_comm
         assert sink.commit(settings, "q-remap-mid", 0, tasks) == 600
     finally:
         sink.hook = lambda step, what: None
-    seen = _visible(ns, topic)
+    seen = _settled(ns, topic, _want("m", 2, 300))
     _assert_once_in_order(seen, _want("m", 2, 300))
     chain = sink.leaders.chain(topic, moved[0])
     assert len(chain) == 2, "the queue was remapped mid-copy"
@@ -383,7 +396,7 @@ def test_a_target_broker_killed_mid_copy_ends_with_every_row_once_after_its_rest
         copying.join(180)
         assert not copying.is_alive() and "error" not in outcome, outcome
         assert isinstance(outcome["rows"], int) and outcome["rows"] <= 600
-        seen = _visible(ns, topic)
+        seen = _settled(ns, topic, _want("t", 2, 300))
         _assert_once_in_order(seen, _want("t", 2, 300))
     finally:
         backend.close()
@@ -407,7 +420,7 @@ def test_a_staging_broker_killed_between_staging_and_copy_fails_the_commit_until
         killable.start_broker(victim)
         killable.wait_registered()
         wait_until(lambda: _commits(sink, settings, tasks), 120, message="a commit after the broker's restart")
-        _assert_once_in_order(_visible(ns, topic), _want("s", 2, 250))
+        _assert_once_in_order(_settled(ns, topic, _want("s", 2, 250)), _want("s", 2, 250))
     finally:
         backend.close()
 

@@ -68,6 +68,7 @@ STAGED_MAX = MAX_MESSAGE - (64 << 10)  # a staged body and its message head fit 
 SCAN_BATCH = 256
 PREFETCH = 4  # staged bodies read ahead per target queue
 WAIT = "WAIT\x01true\x02"
+SETTLE_S = 1.0  # before reading a target queue to see whether an unanswered send landed
 Hook = Callable[[str, object], None]
 
 
@@ -385,7 +386,10 @@ class RocketMQStagedSink:
                 log.info(
                     "forward to %s/%d: %s; checking what landed before sending again", topic, chunk.logic, exc.message
                 )
-                time.sleep(backoff_s(attempt, deadline))
+                # An unanswered send may still be queued on the broker (it drops what waited over
+                # waitTimeMillsInSendQueue, 200 ms), and a stored one reaches its consume queue a moment
+                # after the commit log: the scan waits SETTLE_S at least.
+                time.sleep(max(SETTLE_S, backoff_s(attempt, deadline)))
                 try:
                     if chunk.first_key in self._landed(topic, tail, [chunk]):
                         return 0  # stored: its answer was lost
