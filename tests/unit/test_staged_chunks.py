@@ -77,3 +77,20 @@ def test_a_decision_of_another_version_is_an_error_not_ignored() -> None:
     body = json.dumps({"v": 1, "topic": "t", "writer": "w", "batch": 0, "part": 0, "parts": 1}).encode()
     with pytest.raises(InternalError, match="version 1"):
         sc.decode_staged("t", "w", 0, [body])
+
+
+def test_parts_of_a_recording_cut_short_are_never_mixed_with_a_later_recordings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A driver died while recording (some parts stored); the replay records its own decision under
+    the same key: only a complete recording counts, and the first complete one wins."""
+    monkeypatch.setattr(sc, "CHUNK_BYTES", 200)
+    first = StagedDecision("t", "q", 4, [_chunk(p, 0, token=f"OLD{p:05d}") for p in range(12)], {})
+    second = StagedDecision("t", "q", 4, [_chunk(p, 0, token=f"NEW{p:05d}") for p in range(30)], {})
+    cut = sc.encode_staged(first, "run-1", 1_000)[:1]
+    replayed = sc.encode_staged(second, "run-2", 2_000)
+    assert len(replayed) > 1
+    assert sc.decode_staged("t", "q", 4, cut + replayed) == second
+    assert sc.decode_staged("t", "q", 4, cut) is None
+    again = sc.encode_staged(first, "run-3", 3_000)
+    assert sc.decode_staged("t", "q", 4, again + replayed) == second, "the earliest complete recording"

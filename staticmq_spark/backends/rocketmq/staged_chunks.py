@@ -110,8 +110,10 @@ def _chunk_of(raw: list[Any]) -> StagedChunk:
     return StagedChunk(int(p), int(s), str(t), int(logic), int(first), int(count), str(b), int(q), int(o))
 
 
-def encode_staged(decision: StagedDecision) -> list[bytes]:
-    """The decision as message bodies of at most about CHUNK_BYTES each (at least one)."""
+def encode_staged(decision: StagedDecision, run: str = "", at_ms: int = 0) -> list[bytes]:
+    """The decision as message bodies of at most about CHUNK_BYTES each (at least one). `run` names
+    this recording and `at_ms` is its time: parts left by a driver that died while recording are
+    never mixed with a later recording's."""
     rows = [json.dumps(_chunk_row(c), separators=(",", ":")) for c in decision.chunks]
     groups: list[list[str]] = [[]]
     size = 0
@@ -129,6 +131,8 @@ def encode_staged(decision: StagedDecision) -> list[bytes]:
             "topic": decision.topic,
             "writer": decision.writer,
             "batch": decision.batch,
+            "run": run,
+            "at": at_ms,
             "part": i,
             "parts": len(groups),
             "tails": tails if i == 0 else [],
@@ -141,8 +145,7 @@ def encode_staged(decision: StagedDecision) -> list[bytes]:
 def decode_staged(topic: str, writer: str, batch: int, bodies: list[bytes]) -> StagedDecision | None:
     """The decision of (topic, writer, batch) from the messages found (any order, duplicates and
     strangers allowed); None when no complete set of its parts is among them."""
-    parts: dict[int, dict[str, Any]] = {}
-    total = None
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
     for body in bodies:
         try:
             raw = json.loads(body)
@@ -156,10 +159,13 @@ def decode_staged(topic: str, writer: str, batch: int, bodies: list[bytes]) -> S
             continue
         if raw.get("v") != STAGED_VERSION:
             raise InternalError(f"staged decision of {writer}:{batch} has version {raw.get('v')}, not {STAGED_VERSION}")
-        parts[int(raw["part"])] = raw
-        total = int(raw["parts"])
-    if total is None or sorted(parts) != list(range(total)):
+        runs.setdefault(str(raw.get("run", "")), {})[int(raw["part"])] = raw
+    complete = [
+        parts for parts in runs.values() if sorted(parts) == list(range(int(next(iter(parts.values()))["parts"])))
+    ]
+    if not complete:
         return None
-    chunks = [_chunk_of(r) for i in range(total) for r in parts[i]["chunks"]]
+    parts = min(complete, key=lambda p: int(p[0].get("at", 0)))  # the first recording that completed
+    chunks = [_chunk_of(r) for i in range(len(parts)) for r in parts[i]["chunks"]]
     tails = {int(t[0]): Tail(int(t[0]), str(t[1]), int(t[2]), int(t[3]), int(t[4])) for t in parts[0]["tails"]}
     return StagedDecision(topic, writer, batch, chunks, tails)

@@ -243,7 +243,8 @@ class RocketMQStagedSink:
             return 0
         decision = StagedDecision(settings.topic, writer, batch, chunks, self._tails(settings.topic, chunks))
         self.hook("deciding", decision)
-        self._log(settings.decision_topic).record_bodies(decision.key, f"batch {batch}", encode_staged(decision))
+        bodies = encode_staged(decision, uuid.uuid4().hex, int(time.time() * 1000))
+        self._log(settings.decision_topic).record_bodies(decision.key, f"batch {batch}", bodies)
         self.hook("decided", decision)
         return self.forward(settings, decision, recovering=False)
 
