@@ -275,7 +275,7 @@ class RocketMQStagedSink:
 
     def forward(self, settings: WriteSettings, decision: StagedDecision, *, recovering: bool) -> int:
         """Send every chunk of the decision not in its target queue yet; the rows sent now."""
-        deadline = time.monotonic() + settings.send_timeout_ms / 1000
+        patience = settings.send_timeout_ms / 1000  # how long one chunk waits for a broker
         staging = self._staging_topic(settings)
         self._route(decision.topic, refresh=True)
         queues = sorted(decision.by_queue().items())
@@ -285,7 +285,7 @@ class RocketMQStagedSink:
             tail = decision.tails.get(logic)
             if tail is None:
                 raise ConflictError(f"the decision of batch {decision.batch} names no tail for logic queue {logic}")
-            return self._copy_queue(decision.topic, staging, tail, chunks, recovering, deadline)
+            return self._copy_queue(decision.topic, staging, tail, chunks, recovering, patience)
 
         if len(queues) <= 1:
             return sum(copy(q) for q in queues)
@@ -298,7 +298,7 @@ class RocketMQStagedSink:
         tail: Tail,
         chunks: list[StagedChunk],
         recovering: bool,
-        deadline: float,
+        patience: float,
     ) -> int:
         todo = missing(chunks, self._landed(topic, tail, chunks)) if recovering else list(chunks)
         if recovering and len(todo) < len(chunks):
@@ -314,14 +314,14 @@ class RocketMQStagedSink:
         for i, chunk in enumerate(todo):
             for j in range(i, min(len(todo), i + PREFETCH)):
                 if j not in reads:
-                    reads[j] = self._read_staged(staging, todo[j], deadline)
+                    reads[j] = self._read_staged(staging, todo[j], patience)
             body = reads.pop(i)()
-            sent += self._send_chunk(topic, tail, chunk, body, deadline)
+            sent += self._send_chunk(topic, tail, chunk, body, patience)
         return sent
 
-    def _read_staged(self, staging: StagingTopic, chunk: StagedChunk, deadline: float) -> Callable[[], bytes]:
+    def _read_staged(self, staging: StagingTopic, chunk: StagedChunk, patience: float) -> Callable[[], bytes]:
         """The chunk's staged body: its pull sent now (read ahead), answered when called. A broker that
-        cannot be reached is asked again until `deadline`."""
+        cannot be reached is asked again for `patience` seconds."""
         where = f"{staging.topic}/{chunk.queue}@{chunk.offset} on {chunk.bname}"
         what = f"staged chunk {chunk.seq} of partition {chunk.partition} ({where})"
 
@@ -337,6 +337,7 @@ class RocketMQStagedSink:
 
         def body() -> bytes:
             waiter, attempt = first, 0
+            deadline = time.monotonic() + patience
             while True:
                 try:
                     answer = (waiter or submit())()
@@ -361,10 +362,11 @@ class RocketMQStagedSink:
 
         return body
 
-    def _send_chunk(self, topic: str, tail: Tail, chunk: StagedChunk, body: bytes, deadline: float) -> int:
+    def _send_chunk(self, topic: str, tail: Tail, chunk: StagedChunk, body: bytes, patience: float) -> int:
         """Send one chunk to its logic queue's leader; after a failed or unanswered send, only if it did
         not land. The rows it stored (0 when it had landed already)."""
         attempt = 0
+        deadline = time.monotonic() + patience
         while True:
             try:
                 bname, addr = self._route(topic, refresh=attempt > 0).leader_addr(chunk.logic)
