@@ -101,6 +101,9 @@ class TaskWrite:
 
 EXACTLY_ONCE = "exactly-once"  # rows staged by the tasks, made visible once by the driver's commit
 AT_LEAST_ONCE = "at-least-once"  # rows sent by the tasks directly: visible at once, again on a replay
+# Apache RocketMQ only: exactly once with RocketMQ's transactional half messages, one per row (slow;
+# kept for clusters that must not hold a staging topic). Its guarantee is EXACTLY_ONCE.
+EXACTLY_ONCE_TRANSACTIONAL = "exactly-once-transactional"
 
 
 class SinkWriter(Protocol):

@@ -228,6 +228,7 @@ class WriteSettings:
     security: ClientSecurity = PLAIN
     delivery: str = "exactly-once"  # EXACTLY_ONCE or AT_LEAST_ONCE (backends.api)
     decision_topic: str = "staticmq_sink_decisions"  # RocketMQ's exactly-once sink: its decisions
+    staging_topic: str = "staticmq_sink_staging"  # RocketMQ's exactly-once sink: its staged rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,10 +47,12 @@ SINK_OPTIONS = OptionTable(
         Option(
             "deliveryGuarantee",
             "choice",
-            "exactly-once (staged or transactional rows, committed once per micro-batch) or at-least-once "
+            "exactly-once (the default: broker_stub's two-phase staging; on Apache RocketMQ rows staged on the "
+            "staging topic and forwarded once after a recorded decision), exactly-once-transactional (Apache "
+            "RocketMQ: one transactional half message per row, committed by the driver; slower) or at-least-once "
             "(Apache RocketMQ: direct sends, each row carrying staticmq_row_id; broker_stub is exactly once "
-            "either way)",
-            choices=("exactly-once", "at-least-once"),
+            "whichever is chosen)",
+            choices=("exactly-once", "exactly-once-transactional", "at-least-once"),
             default="exactly-once",
         ),
         Option(
@@ -59,6 +61,13 @@ SINK_OPTIONS = OptionTable(
             "Apache RocketMQ, exactly once: the plain topic holding each micro-batch's commit decision "
             "(created on every broker when missing)",
             default="staticmq_sink_decisions",
+        ),
+        Option(
+            "stagingTopic",
+            "text",
+            "Apache RocketMQ, exactly once: the plain topic holding staged rows until the driver forwards them "
+            "(created with 8 queues on every broker when missing)",
+            default="staticmq_sink_staging",
         ),
         *SECURITY_OPTIONS,
     ],
@@ -87,6 +96,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
         security=client_security(opts),
         delivery=opts.choice("deliveryGuarantee") or "exactly-once",
         decision_topic=opts.text("decisionTopic") or "staticmq_sink_decisions",
+        staging_topic=opts.text("stagingTopic") or "staticmq_sink_staging",
     )
 
 

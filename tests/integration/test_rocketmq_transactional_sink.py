@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from staticmq_spark.backends.api import EXACTLY_ONCE_TRANSACTIONAL
 from staticmq_spark.backends.registry import open_backend
 from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
 from staticmq_spark.backends.rocketmq.decisions import Decision
@@ -50,7 +51,7 @@ def topic(rocketmq_cluster: LocalRocketMQ) -> str:
 def sink(rocketmq_cluster: LocalRocketMQ) -> Iterator[RocketMQTransactionalSink]:
     backend = open_backend(rocketmq_cluster.address)
     assert isinstance(backend, RocketMQBackend)
-    sink = backend.sink()
+    sink = backend.sink(EXACTLY_ONCE_TRANSACTIONAL)
     assert isinstance(sink, RocketMQTransactionalSink)
     yield sink
     backend.close()
@@ -207,7 +208,7 @@ def test_a_half_the_broker_discarded_after_its_checks_is_still_committed_by_a_de
         with Admin(ns) as admin:
             admin.update_static_topic("slow", 2, cluster="DefaultCluster")
         backend = open_backend(ns)
-        sink = backend.sink()
+        sink = backend.sink(EXACTLY_ONCE_TRANSACTIONAL)
         assert isinstance(sink, RocketMQTransactionalSink)
         settings = _settings(ns, "slow")
         tasks = [write_task(sink, settings, "q-slow", 0, 0, [_rows("late", 80)])]
@@ -253,7 +254,7 @@ def _write_then_commit(cluster: LocalRocketMQ, label: str, rows: int, wait_s: fl
     """`rows` halves from one task, committed by a new sink `wait_s` after they were sent."""
     backend = open_backend(cluster.address)
     try:
-        sink = backend.sink()
+        sink = backend.sink(EXACTLY_ONCE_TRANSACTIONAL)
         assert isinstance(sink, RocketMQTransactionalSink)
         settings = _settings(cluster.address, "waits")
         tasks = [write_task(sink, settings, f"q-{label}", 0, 0, [_rows(label, rows)])]

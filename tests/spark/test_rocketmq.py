@@ -1,8 +1,8 @@
 """The Spark source and sink on a real Apache RocketMQ cluster: static topics created and remapped
 by RocketMQ's own mqadmin, exactly once across remaps and restarts, committed group offsets that
-mqadmin shows, keyed placement, and the sink's two guarantees: exactly once (transactional half
-messages, the default) through a driver killed mid-batch and failing task attempts, and at least once
-(deliveryGuarantee=at-least-once) with its dedup key."""
+mqadmin shows, keyed placement, and the sink's guarantees: exactly once (staged rows forwarded after
+a recorded decision, the default; or transactional half messages) through a driver killed mid-batch
+and failing task attempts, and at least once (deliveryGuarantee=at-least-once) with its dedup key."""
 
 from __future__ import annotations
 
@@ -141,19 +141,32 @@ def test_batch_read_with_offsets_and_properties(spark: SparkSession, rocketmq_cl
     assert all(r["key"].startswith("k") and r["properties"] == {} for r in rows)
 
 
-def test_sink_writes_keyed_rows_to_their_murmur3_queue_with_a_row_id(
+def test_sink_writes_keyed_rows_to_their_murmur3_queue_with_only_the_rows_own_properties(
     spark: SparkSession, rocketmq_cluster: LocalRocketMQ
 ) -> None:
+    """The exactly-once (staged) sink adds no property of its own: a reader sees the row's map."""
     topic = rmq_topic(rocketmq_cluster, 4)
     df = spark.range(0, 500).selectExpr(
-        "concat('user-', cast(id % 37 as string)) as key", "concat('v', cast(id as string)) as value"
+        "concat('user-', cast(id % 37 as string)) as key",
+        "concat('v', cast(id as string)) as value",
+        "map('n', cast(id % 5 as string)) as properties",
     )
     write(df, rocketmq_cluster.address, topic)
     rows = read_topic(spark, rocketmq_cluster.address, topic)
     assert sorted(bytes(r["value"]).decode() for r in rows) == sorted(f"v{i}" for i in range(500))
     assert_hash_sharded(rows, 4)
-    ids = [r["properties"][ROW_ID] for r in rows]
-    assert len(set(ids)) == 500
+    assert all(r["properties"] == {"n": str(int(bytes(r["value"])[1:]) % 5)} for r in rows)
+
+
+def test_at_least_once_sink_rows_carry_a_row_id(spark: SparkSession, rocketmq_cluster: LocalRocketMQ) -> None:
+    topic = rmq_topic(rocketmq_cluster, 4)
+    df = spark.range(0, 300).selectExpr(
+        "concat('user-', cast(id % 37 as string)) as key", "cast(id as string) as value"
+    )
+    write(df, rocketmq_cluster.address, topic, deliveryGuarantee="at-least-once")
+    rows = read_topic(spark, rocketmq_cluster.address, topic)
+    assert_hash_sharded(rows, 4)
+    assert len({r["properties"][ROW_ID] for r in rows}) == 300
 
 
 def _pipe_killing_the_driver(c: LocalRocketMQ, tmp_path: Path, *flags: str) -> tuple[str, dict[int, list[bytes]]]:
@@ -203,4 +216,17 @@ def test_sink_is_exactly_once_on_rocketmq_through_a_driver_kill_and_failing_task
     rows = read_topic(spark, c.address, dst)
     want = Counter(b for bodies in sent.values() for b in bodies)
     assert Counter(bytes(r["value"]) for r in rows) == want, "every row exactly once, no dedup needed"
+    assert_hash_sharded(rows, 4)
+    assert all(r["properties"] == {} for r in rows), "the staged sink adds no property to the rows"
+
+
+def test_transactional_sink_is_exactly_once_on_rocketmq_through_a_driver_kill(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    """deliveryGuarantee=exactly-once-transactional: RocketMQ's half messages instead of staging."""
+    c = rocketmq_cluster
+    dst, sent = _pipe_killing_the_driver(c, tmp_path, "--transactional")
+    rows = read_topic(spark, c.address, dst)
+    want = Counter(b for bodies in sent.values() for b in bodies)
+    assert Counter(bytes(r["value"]) for r in rows) == want, "every row exactly once"
     assert_hash_sharded(rows, 4)

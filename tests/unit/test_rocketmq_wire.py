@@ -27,7 +27,13 @@ from staticmq_spark.backends.rocketmq.frames import FrameError, decode_frame, en
 from staticmq_spark.backends.rocketmq.reader import fence_segments
 from staticmq_spark.backends.rocketmq.remoting import encode_properties, sign_request
 from staticmq_spark.backends.rocketmq.routes import parse_mapping_detail, parse_route
-from staticmq_spark.backends.rocketmq.stored_messages import MAGIC_V1, MAGIC_V2, SYSTEM_PROPERTIES, decode_stored
+from staticmq_spark.backends.rocketmq.stored_messages import (
+    MAGIC_V1,
+    MAGIC_V2,
+    SYSTEM_PROPERTIES,
+    decode_stored,
+    stored_uniq_keys,
+)
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
@@ -418,3 +424,13 @@ def test_frames_encoded_as_columns_are_the_frames_encoded_one_by_one() -> None:
         assert (got.code, got.opaque, got.ext, got.body) == (want.code, want.opaque, want.ext, want.body)
         pos += 4 + length
     assert pos == len(data)
+
+
+def test_stored_uniq_keys_reads_each_records_uniq_key_system_property_not_a_user_value() -> None:
+    body = (
+        stored_record(b"a", "KEYS\x01k\x02UNIQ_KEY\x01ABC00000001\x02WAIT\x01true\x02")
+        + stored_record(b"b", "UNIQ_KEY\x01FIRST\x02", v6=True, magic=MAGIC_V2)
+        + stored_record(b"c", "KEYS\x01k\x02my_UNIQ_KEY\x01user\x02")
+        + stored_record(b"d", "")
+    )
+    assert stored_uniq_keys(body).to_pylist() == ["ABC00000001", "FIRST", None, None]

@@ -1,7 +1,8 @@
 """The Apache RocketMQ backend: a RocketMQ 5 cluster reached over its remoting protocol (pure
 Python, no JVM). Static topics are read physically through each broker's mapping; the sink is
-exactly once with transactional half messages (transactional_sink), or at least once with
-direct sends and a dedup key per row (direct_sink)."""
+exactly once by staging rows and forwarding them after a recorded decision (staged_sink, the
+default), exactly once with transactional half messages (transactional_sink, deliveryGuarantee
+exactly-once-transactional), or at least once with direct sends and a dedup key per row (direct_sink)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from staticmq_spark.backends.address import ClusterAddress
-from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, ProducerSettings
+from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_TRANSACTIONAL, ProducerSettings
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
     from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
+    from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
     from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
 
 # Producer settings a RocketMQ producer cannot honour, with their defaults: one set otherwise is
@@ -47,6 +49,7 @@ class RocketMQBackend:
         self._reader: RocketMQReader | None = None
         self._sink: RocketMQDirectSink | None = None
         self._transactional: RocketMQTransactionalSink | None = None
+        self._staged: RocketMQStagedSink | None = None
         self._lock = threading.Lock()
 
     def reader(self) -> RocketMQReader:
@@ -55,7 +58,7 @@ class RocketMQBackend:
                 self._reader = RocketMQReader(self.address, self.client)
             return self._reader
 
-    def sink(self, delivery: str = EXACTLY_ONCE) -> RocketMQDirectSink | RocketMQTransactionalSink:
+    def sink(self, delivery: str = EXACTLY_ONCE) -> RocketMQStagedSink | RocketMQDirectSink | RocketMQTransactionalSink:
         with self._lock:
             if delivery == AT_LEAST_ONCE:
                 if self._sink is None:
@@ -63,13 +66,22 @@ class RocketMQBackend:
 
                     self._sink = RocketMQDirectSink(self.client)
                 return self._sink
-            if delivery != EXACTLY_ONCE:
-                raise InvalidArgumentError(f"delivery guarantee {delivery!r}: use {EXACTLY_ONCE} or {AT_LEAST_ONCE}")
-            if self._transactional is None:
-                from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
+            if delivery == EXACTLY_ONCE_TRANSACTIONAL:
+                if self._transactional is None:
+                    from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
 
-                self._transactional = RocketMQTransactionalSink(self.client)
-            return self._transactional
+                    self._transactional = RocketMQTransactionalSink(self.client)
+                return self._transactional
+            if delivery != EXACTLY_ONCE:
+                raise InvalidArgumentError(
+                    f"delivery guarantee {delivery!r}: use {EXACTLY_ONCE}, {EXACTLY_ONCE_TRANSACTIONAL} "
+                    f"or {AT_LEAST_ONCE}"
+                )
+            if self._staged is None:
+                from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
+
+                self._staged = RocketMQStagedSink(self.client)
+            return self._staged
 
     def admin(self, *, timeout_s: float = 10.0, wait_for_ready: bool = True) -> RocketMQAdmin:
         return RocketMQAdmin(RocketMQReader(self.address, self.client.with_timeout(timeout_s)))
@@ -107,8 +119,8 @@ class RocketMQBackend:
 
     def close(self) -> None:
         with self._lock:
-            reader, sinks = self._reader, (self._sink, self._transactional)
-            self._reader = self._sink = self._transactional = None
+            reader, sinks = self._reader, (self._sink, self._transactional, self._staged)
+            self._reader = self._sink = self._transactional = self._staged = None
         if reader is not None:
             reader.close()
         for sink in sinks:

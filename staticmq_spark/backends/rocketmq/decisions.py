@@ -188,8 +188,11 @@ class DecisionLog:
 
     def record(self, decision: Decision) -> None:
         """Every chunk stored on one broker (the first that takes them all), or an error."""
-        bodies = encode_decision(decision)
-        props = encode_properties({"KEYS": decision.key, "WAIT": "true"})
+        self.record_bodies(decision.key, f"batch {decision.batch}", encode_decision(decision))
+
+    def record_bodies(self, key: str, what: str, bodies: list[bytes]) -> None:
+        """Messages keyed `key`, all stored on one broker (the first that takes them all), or an error."""
+        props = encode_properties({"KEYS": key, "WAIT": "true"})
         errors = []
         for name, addr in sorted(self.hosts().items()):
             try:
@@ -198,29 +201,30 @@ class DecisionLog:
                 return
             except BrokerUnavailableError as exc:
                 errors.append(f"{name}: {exc.message}")
-        raise BrokerUnavailableError(
-            f"no broker stored the decision of batch {decision.batch} in {self.topic!r}: " + "; ".join(errors)
-        )
+        raise BrokerUnavailableError(f"no broker stored the decision of {what} in {self.topic!r}: " + "; ".join(errors))
 
     def find(self, topic: str, writer: str, batch: int, wait_index_s: float = 0.0) -> Decision | None:
         """The recorded decision of (topic, writer, batch), looked up on every broker holding the log."""
         key = decision_key(topic, writer, batch)
         deadline = time.monotonic() + wait_index_s
         while True:
-            bodies: list[bytes] = []
-            for name, addr in sorted(self.hosts().items()):
-                try:
-                    found = query_by_key(self.client, addr, self.topic, key)
-                except BrokerUnavailableError as exc:
-                    raise BrokerUnavailableError(
-                        f"cannot tell whether batch {batch} was decided already: broker {name} is unreachable "
-                        f"({exc.message})"
-                    ) from None
-                if found:
-                    stored = decode_stored(found, properties=False).columns
-                    keys = stored.column("key").to_pylist()
-                    bodies += [b for k, b in zip(keys, stored.column("body").to_pylist(), strict=True) if k == key]
-            decision = decode_decision(topic, writer, batch, bodies)
+            decision = decode_decision(topic, writer, batch, self.find_bodies(key, f"batch {batch}"))
             if decision is not None or time.monotonic() >= deadline:
                 return decision
             time.sleep(0.2)
+
+    def find_bodies(self, key: str, what: str) -> list[bytes]:
+        """The bodies of every message keyed exactly `key`, on every broker holding the log."""
+        bodies: list[bytes] = []
+        for name, addr in sorted(self.hosts().items()):
+            try:
+                found = query_by_key(self.client, addr, self.topic, key)
+            except BrokerUnavailableError as exc:
+                raise BrokerUnavailableError(
+                    f"cannot tell whether {what} was decided already: broker {name} is unreachable ({exc.message})"
+                ) from None
+            if found:
+                stored = decode_stored(found, properties=False).columns
+                keys = stored.column("key").to_pylist()
+                bodies += [b for k, b in zip(keys, stored.column("body").to_pylist(), strict=True) if k == key]
+        return bodies

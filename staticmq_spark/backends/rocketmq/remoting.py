@@ -358,6 +358,23 @@ class RemotingClient:
         batch: bool = False,
         producer_group: str = "staticmq_producer",
     ) -> SendAnswer:
+        return self.submit_send(
+            addr, bname, topic, queue, body, properties, batch=batch, producer_group=producer_group
+        )()
+
+    def submit_send(
+        self,
+        addr: str,
+        bname: str,
+        topic: str,
+        queue: int,
+        body: bytes,
+        properties: str,
+        *,
+        batch: bool = False,
+        producer_group: str = "staticmq_producer",
+    ) -> Callable[[], SendAnswer]:
+        """Send now; the returned function waits for the answer (a refusal raises there)."""
         ext: dict[str, object] = {
             "a": producer_group,
             "b": topic,
@@ -374,18 +391,25 @@ class RemotingClient:
             "n": bname,
         }
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        resp = self.call(addr, code, ext, body)
-        degraded = ""
-        if resp.code in STORED_DEGRADED:
-            degraded = code_name(resp.code)
-        else:
-            check_answer(resp, f"send to {topic}/{queue} at {bname}")
-        return SendAnswer(
-            queue=int(resp.ext.get("queueId", queue)),
-            queue_offset=int(resp.ext.get("queueOffset", -1)),
-            msg_id=resp.ext.get("msgId", ""),
-            degraded=degraded,
-        )
+        conn = self.pool.get(addr)
+        sent = conn.submit(code, dict(self._fields(ext, body)), body)
+        timeout = self.timeout_s
+
+        def answer() -> SendAnswer:
+            resp = conn.wait(sent, code, timeout)
+            degraded = ""
+            if resp.code in STORED_DEGRADED:
+                degraded = code_name(resp.code)
+            else:
+                check_answer(resp, f"send to {topic}/{queue} at {bname}")
+            return SendAnswer(
+                queue=int(resp.ext.get("queueId", queue)),
+                queue_offset=int(resp.ext.get("queueOffset", -1)),
+                msg_id=resp.ext.get("msgId", ""),
+                degraded=degraded,
+            )
+
+        return answer
 
 
 _PULL_STATUS: dict[int, PullStatus] = {

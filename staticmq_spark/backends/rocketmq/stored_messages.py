@@ -180,6 +180,33 @@ def _rows(raw: npt.NDArray[np.uint8], at: I64, width: int) -> npt.NDArray[np.uin
 
 
 def decode_stored(body: bytes, *, properties: bool = True) -> MessageColumns:
+    head, sys_flag, store_ts, pieces = _layout(body)
+    n = len(head)
+    idx = np.arange(n, dtype=np.int64) * 4
+    bodies = pieces.take(arrays.numbers(idx + 1)).cast(pa.binary())
+    if np.any(sys_flag & COMPRESSED):
+        bodies = _decompressed(bodies, sys_flag)
+    key, tags, user_props = _split_properties(pieces.take(arrays.numbers(idx + 3)), user=properties)
+    columns = pa.RecordBatch.from_arrays(
+        [key, tags, bodies, user_props, arrays.numbers(head["born"].astype(np.int64))], schema=DECODED_SCHEMA
+    )
+    return MessageColumns(columns, head["queue_offset"].astype(np.int64), store_ts)
+
+
+def stored_uniq_keys(body: bytes) -> pa.Array:
+    """Each stored record's UNIQ_KEY system property (null where it has none), in record order."""
+    head, _sys_flag, _store_ts, pieces = _layout(body)
+    idx = np.arange(len(head), dtype=np.int64) * 4
+    props = pieces.take(arrays.numbers(idx + 3)).cast(pa.string())
+    return pc.struct_field(pc.extract_regex(props, _UNIQ_KEY), "k")
+
+
+_UNIQ_KEY = "(?:^|\x02)UNIQ_KEY\x01(?P<k>[^\x02]*)"
+
+
+def _layout(body: bytes) -> tuple[npt.NDArray[np.void], I64, I64, pa.LargeBinaryArray]:
+    """Each record's fixed head, its sysFlag, its store time, and its pieces (fixed | body | topic | properties, 4 per
+    record) as slices of `body`."""
     raw = np.frombuffer(body, dtype=np.uint8)
     s = record_starts(body)
     n = len(s)
@@ -214,15 +241,7 @@ def decode_stored(body: bytes, *, properties: bool = True) -> MessageColumns:
     pieces = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), 4 * n, [None, pa.py_buffer(bounds), pa.py_buffer(body)]
     )
-    idx = np.arange(n, dtype=np.int64) * 4
-    bodies = pieces.take(arrays.numbers(idx + 1)).cast(pa.binary())
-    if np.any(sys_flag & COMPRESSED):
-        bodies = _decompressed(bodies, sys_flag)
-    key, tags, user_props = _split_properties(pieces.take(arrays.numbers(idx + 3)), user=properties)
-    columns = pa.RecordBatch.from_arrays(
-        [key, tags, bodies, user_props, arrays.numbers(head["born"].astype(np.int64))], schema=DECODED_SCHEMA
-    )
-    return MessageColumns(columns, head["queue_offset"].astype(np.int64), store_ts)
+    return head, sys_flag, store_ts, pieces
 
 
 def _decompressed(bodies: pa.Array, sys_flag: I64) -> pa.Array:

@@ -25,12 +25,10 @@ docs/rocketmq.md for what an operator configures and the limits.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
@@ -42,14 +40,14 @@ from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
 from staticmq_spark.backends.rocketmq.batch_encode import properties_column, uniq_keys
 from staticmq_spark.backends.rocketmq.decisions import Decision, DecisionLog, HalfRun
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
+from staticmq_spark.backends.rocketmq.leaders import Leader, Leaders
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.rocketmq.transaction_timeout import TimeoutWatch
 from staticmq_spark.backends.rocketmq.transactions import PreparedHalves, end_halves, half_properties, send_halves
 from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
-from staticmq_spark.errors import ConflictError, InvalidArgumentError, StaticMQError
-from staticmq_spark.mapping.rules import leader as chain_leader
+from staticmq_spark.errors import ConflictError, StaticMQError
 from staticmq_spark.protocol.rows import arrays
 
 log = logging.getLogger(__name__)
@@ -58,49 +56,6 @@ R = TypeVar("R")
 TXN = "staticmq_txn"
 PRODUCER_GROUP = "staticmq_sink"
 SCAN_BATCH = 512
-
-
-@dataclass(frozen=True)
-class Leader:
-    bname: str
-    addr: str
-    queue: int  # physical
-    gen: int
-
-
-class Leaders:
-    """Each logic queue's leader (broker, physical queue, gen), from the route and the leaders'
-    mapping copies; re-read when the route's epochs change."""
-
-    def __init__(self, client: RemotingClient) -> None:
-        self.client = client
-        self._cache: dict[str, tuple[tuple[tuple[str, int], ...], int, dict[int, Leader]]] = {}
-        self._lock = threading.Lock()
-
-    def of(self, topic: str) -> tuple[int, dict[int, Leader]]:
-        """(totalQueues, logic queue -> leader) as the cluster has it now."""
-        route = self.client.route(topic)
-        if not route.is_static:
-            raise InvalidArgumentError(f"topic {topic!r} is not a static topic on this RocketMQ cluster")
-        epochs = tuple(sorted(route.epochs.items()))
-        with self._lock:
-            cached = self._cache.get(topic)
-        if cached is not None and cached[0] == epochs:
-            return cached[1], cached[2]
-        leaders: dict[int, Leader] = {}
-        for bname in sorted(set(route.leaders.values())):
-            addr = route.masters.get(bname)
-            found = self.client.topic_config(addr, topic) if addr else None
-            mapping = found[1] if found else None
-            if mapping is None:
-                continue
-            for logic, chain in mapping.hosted.items():
-                item = chain_leader(chain)
-                if item.bname == bname and route.leaders.get(logic) == bname:
-                    leaders[logic] = Leader(bname, addr or "", item.queue, item.gen)
-        with self._lock:
-            self._cache[topic] = (epochs, route.total_queues, leaders)
-        return route.total_queues, leaders
 
 
 def _committed_rows(columns: pa.RecordBatch, token: str) -> set[int]:

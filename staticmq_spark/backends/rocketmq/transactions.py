@@ -89,7 +89,7 @@ class RowRequests:
         return [{**self.fixed, **{k: col[i] for k, col in columns.items()}} for i in range(len(self))]
 
 
-def _pipelined(client: RemotingClient, addr: str, code: int, requests: RowRequests, what: str) -> list[RemotingCommand]:
+def pipelined(client: RemotingClient, addr: str, code: int, requests: RowRequests, what: str) -> list[RemotingCommand]:
     """Every request on the address's connection, at most IN_FLIGHT unanswered at a time (written
     WRITE_BATCH per socket write): the answers in order. More in flight only queues them on the broker,
     which refuses a request that waited over 200 ms (SYSTEM_BUSY, `waitTimeMillsInSendQueue`).
@@ -163,7 +163,7 @@ def send_halves(
     attempt = 0
     while todo:
         batch = requests if len(todo) == n else requests.take(todo)
-        answers = _pipelined(client, addr, RequestCode.SEND_MESSAGE, batch, what)
+        answers = pipelined(client, addr, RequestCode.SEND_MESSAGE, batch, what)
         busy = []
         for i, resp in zip(todo, answers, strict=True):
             if resp.code != ResponseCode.SUCCESS and resp.code in RETRIABLE and time.monotonic() < deadline:
@@ -208,7 +208,7 @@ def end_halves(
     )
     what = f"{'commit' if commit else 'rollback'} of halves for {topic} at {addr}"
     refused = []
-    for resp in _pipelined(client, addr, RequestCode.END_TRANSACTION, requests, what):
+    for resp in pipelined(client, addr, RequestCode.END_TRANSACTION, requests, what):
         if resp.code != ResponseCode.SUCCESS:
             refused.append(f"{resp.code}: {resp.remark or ''}")
     return refused

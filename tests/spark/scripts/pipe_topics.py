@@ -1,10 +1,12 @@
 """A streaming job for the sink's exactly-once tests: static topic -> static topic.
 
-    python pipe_topics.py NAMESRV INPUT OUTPUT CHECKPOINT run|finish [--fail-first-attempts] [--at-least-once]
+    python pipe_topics.py NAMESRV INPUT OUTPUT CHECKPOINT run|finish [--fail-first-attempts]
+        [--at-least-once] [--transactional]
 run: keep streaming until killed; finish: Trigger.AvailableNow, then exit.
 --fail-first-attempts: every task's first attempt fails half-way through its rows (Spark retries
 it: local[2,4] allows task retries).
 --at-least-once: the sink's deliveryGuarantee=at-least-once (default: exactly-once).
+--transactional: the sink's deliveryGuarantee=exactly-once-transactional (RocketMQ's half messages).
 """
 
 import sys
@@ -19,6 +21,8 @@ from staticmq_spark.spark_session import AVAILABLE_NOW_WRAPPER
 namesrv, source_topic, sink_topic, checkpoint, mode = sys.argv[1:6]
 inject = "--fail-first-attempts" in sys.argv
 guarantee = "at-least-once" if "--at-least-once" in sys.argv else "exactly-once"
+if "--transactional" in sys.argv:
+    guarantee = "exactly-once-transactional"
 builder = SparkSession.builder.master("local[2,4]").config("spark.ui.enabled", "false")
 if not AVAILABLE_NOW_SPLITS:  # pyspark < 4.2: what docs/deployment.md tells such a session to set
     builder = builder.config(AVAILABLE_NOW_WRAPPER, "true")
