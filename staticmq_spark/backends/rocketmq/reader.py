@@ -32,7 +32,7 @@ class RocketMQReader:
     """Reads segments physically (`lo=false`) the way RocketMQ's brokers forward to each other:
     the driver resolves logic offsets through every broker's TopicQueueMappingDetail."""
 
-    capabilities = Capabilities(two_phase_staging=False, pop=True, exclusive=True)
+    capabilities = Capabilities(two_phase_staging=True, pop=True, exclusive=True)
 
     def __init__(self, address: ClusterAddress, client: RemotingClient) -> None:
         """`client`: the backend's remoting client (its connections and ACL keys)."""
