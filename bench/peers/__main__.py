@@ -21,7 +21,8 @@ values of 100 B and 1 KiB), one figure after another:
 Apache RocketMQ 5.5 (one name server and broker, SYNC_FLUSH) runs the same figures two ways:
 `rocketmq` is the broker alone through staticmq's remoting client (`Producer`/`PullConsumer` with a
 rocketmq:// address), `staticmq-on-rocketmq` the Spark source and sink on it (the sink twice:
-exactly once with transactional half messages, the default, and deliveryGuarantee=at-least-once).
+exactly once, the default: rows staged on a staging topic and forwarded by the driver's commit, and
+deliveryGuarantee=at-least-once).
 Durability is the same for all: staticmq's broker runs flush=sync (fsync before every ack, group
 commit), Kafka runs log.flush.interval.messages=1 (fsync after every append, before the ack),
 RocketMQ runs flushDiskType=SYNC_FLUSH (fsync before the ack).

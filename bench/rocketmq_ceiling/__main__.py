@@ -29,7 +29,8 @@ run time against the RocketMQ jars the project caches), side by side with the si
   goes to the name server); its commits then land only through the broker's transaction check, 30 s
   apart. The run shows this once (`--static-txn-rows`, 8 threads) and prints when the rows appeared;
 - staticmq-EO / staticmq-ALO: staticmq's Spark sink on the same broker (`bench.peers`' sink_run),
-  deliveryGuarantee exactly-once (the default: halves + END_TRANSACTION) and at-least-once (batches).
+  deliveryGuarantee exactly-once (the default: staged chunks forwarded by the driver) and
+  at-least-once (batches).
 
 RocketMQ 5.5.0 runs as in `bench.peers`: one name server and one broker (`LocalRocketMQ`,
 flushDiskType=SYNC_FLUSH), topics of 2 logic queues made by mqadmin. Every system writes the
