@@ -39,8 +39,8 @@ class RouteCache:
         if address.scheme != "staticmq":
             raise InvalidOptionError(
                 f"{namesrv!r} is an Apache RocketMQ address: this client speaks staticmq's own protocol. On RocketMQ "
-                "use the client classes (Producer, PullConsumer, PopConsumer, Admin), the Spark source and sink, and "
-                "`staticmq send/pull/admin`; ExclusiveConsumer is staticmq-only"
+                "use the client classes (Producer, PullConsumer, PopConsumer, ExclusiveConsumer, Admin), the Spark "
+                "source and sink, and `staticmq send/pull/admin`"
             )
         self.namesrv_addrs = list(address.hosts)
         self._channels = channels
