@@ -512,7 +512,7 @@ def test_exclusive_consumers_of_one_group_never_hold_one_queue_at_once_and_toget
             seen.append(held)
             return held[0] | held[1] == {0, 1, 2, 3}
 
-        wait_until(covered, 30, interval_s=0.2, message=lambda: f"every queue held; held {seen[-3:]}")
+        wait_until(covered, 60, interval_s=0.2, message=lambda: f"every queue held; held {seen[-3:]}")
         for _ in range(10):
             covered()
         assert all(not (a & b) for a, b in seen), seen

@@ -135,6 +135,24 @@ def test_a_closed_member_s_queues_go_to_the_others_with_its_committed_offsets(ro
         survivor.close()
 
 
+def test_a_queue_whose_lease_lapsed_is_unlocked_when_it_is_allocated_to_another_member(
+    rocketmq_cluster: LocalRocketMQ,
+) -> None:
+    """A lease that lapsed on the client does not end the broker's lock (60 s after its last
+    renewal): the consumer still unlocks the queue when the re-balance gives it to another member,
+    so the other member takes it at once instead of after the broker's 60 s."""
+    ns = rocketmq_cluster.address
+    topic, group = _names("lapsed")
+    rocketmq_cluster.update_static_topic(topic, 2, rocketmq_cluster.broker_names)
+    with ExclusiveConsumer(ns, group, topic, lease_s=3, client_id="a-lapses") as first:
+        _settle([first], [{0, 1}])
+        with ExclusiveConsumer(ns, group, topic, lease_s=3, client_id="b-joins") as second:
+            assert second.renew() == []  # a member now (its heartbeat), queue 1 is still locked by `first`
+            time.sleep(3.5)  # the lease running out is the behaviour under test
+            assert _ids(first) == set()
+            _settle([first, second], [{0}, {1}], timeout_s=BROKER_LOCK_S - 15)
+
+
 def test_queues_option_locks_only_those_and_close_releases_them_at_once(rocketmq_cluster: LocalRocketMQ) -> None:
     ns = rocketmq_cluster.address
     topic, group = _names("pinned")

@@ -177,9 +177,11 @@ class RocketMQExclusiveConsumer(Closeable):
     # ------------------------------------------------------------------ the group
 
     def _maintain(self, force_renew: bool = False) -> None:
+        # A queue whose lease lapsed stays in `_held` (not live: nothing is handed out from it):
+        # the broker may still keep its lock for this client, so the re-balance below unlocks it
+        # when it is allocated elsewhere and the renewal takes it again when it is not. Forgotten
+        # here, its lock would keep its new owner out until the broker lets it go (60 s).
         now = time.monotonic()
-        for held in [h for h in self._held.values() if h.lease_until <= now]:
-            self._drop(held)
         if now >= self._next_round:
             self._next_round = now + self._retry_lock_s
             self._rebalance(now)
@@ -321,6 +323,8 @@ class RocketMQExclusiveConsumer(Closeable):
                 address = QueueAddress(self.topic, q, leader, route.masters[leader])
                 if held is None:
                     held = self._held[q] = HeldQueue(address, 0.0, names)
+                elif held.lease_until <= sent:  # lapsed: start again from the committed offset
+                    held.position = held.committed = None
                 held.queue, held.brokers = address, names
                 held.lease_until = sent + self.lease_s - self._margin_s
             elif q in refused and q in self._held:
@@ -374,8 +378,7 @@ class RocketMQExclusiveConsumer(Closeable):
             log.info("pull of %s/%d for group %s: %s", self.topic, q, self.group, exc.message)
             return None
         if time.monotonic() >= held.lease_until:
-            self._drop(held)  # the lease ended while the answer travelled: hand nothing out
-            return None
+            return None  # the lease ended while the answer travelled: hand nothing out
         if result.status is PullStatus.FOUND:
             held.position = result.next_offset
             return result
