@@ -197,6 +197,25 @@ def test_a_remapped_queue_is_locked_at_its_old_and_new_leader(rocketmq_cluster: 
     assert _foreign_lock(rocketmq_cluster, "broker-b", group, topic, [0]) == {0}
 
 
+def test_a_queue_refused_at_its_old_leader_is_let_go_at_the_new_one_where_it_was_granted(
+    rocketmq_cluster: LocalRocketMQ,
+) -> None:
+    """A remapped queue locked by another client at one of its brokers only: this consumer does
+    not hold it, and unlocks it where its own lock was granted, so that client is not kept out
+    there for the broker's 60 s."""
+    ns = rocketmq_cluster.address
+    topic, group = _names("partial")
+    rocketmq_cluster.update_static_topic(topic, 1, ["broker-a"])
+    _send(ns, topic, 1, "old", 2)
+    rocketmq_cluster.remap_static_topic(topic, ["broker-b"])
+    assert _foreign_lock(rocketmq_cluster, "broker-a", group, topic, [0]) == {0}  # the old leader only
+    with ExclusiveConsumer(ns, group, topic, queues=[0], lease_s=6, client_id="partial") as consumer:
+        assert consumer.renew() == []
+        assert consumer.poll(max_messages=4, wait_s=0.5) == []
+        # granted at broker-b, refused at broker-a: let go at broker-b at once
+        assert _foreign_lock(rocketmq_cluster, "broker-b", group, topic, [0]) == {0}
+
+
 def test_a_killed_member_s_queues_are_taken_over_after_the_broker_s_lock_expiry(
     rocketmq_cluster: LocalRocketMQ,
 ) -> None:

@@ -33,7 +33,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from staticmq_spark.backends.address import ClusterAddress
@@ -315,6 +315,7 @@ class RocketMQExclusiveConsumer(Closeable):
                     granted[q].add(bname)
                 else:
                     refused.add(q)
+        partial: dict[str, list[int]] = {}
         for q in wanted:
             names = need.get(q, frozenset())
             if names and granted[q] >= names:
@@ -327,8 +328,13 @@ class RocketMQExclusiveConsumer(Closeable):
                     held.position = held.committed = None
                 held.queue, held.brokers = address, names
                 held.lease_until = sent + self.lease_s - self._margin_s
-            elif q in refused and q in self._held:
-                self._drop(self._held[q])  # held by another client at one of its brokers
+            elif q in refused:  # held by another client at one of its brokers
+                if q in self._held:
+                    self._drop(self._held[q])
+                for bname in granted[q]:  # let go where it was granted, or its owner waits 60 s there
+                    partial.setdefault(bname, []).append(q)
+        if partial:
+            self._unlock_at(partial, route.masters)
 
     def _release(self, queues: list[HeldQueue]) -> None:
         """Let go of queues allocated to another member: commit, stop, unlock."""
@@ -347,6 +353,11 @@ class RocketMQExclusiveConsumer(Closeable):
             masters = self._access.route(self.topic).masters
         except StaticMQError:
             return  # the locks end by themselves
+        self._unlock_at(by_broker, masters)
+
+    def _unlock_at(self, by_broker: dict[str, list[int]], masters: Mapping[str, str]) -> None:
+        """UNLOCK_BATCH_MQ of these logic queues at these brokers (best effort: a lock not
+        released ends by itself on the broker)."""
         for bname, ids in by_broker.items():
             addr = masters.get(bname)
             if addr is None:
