@@ -40,8 +40,8 @@ def main() -> None:
     task = sink.write_task(
         settings, writer, batch, partition, placed_rows(settings.topic, sink.total_queues, partition, stopping(batches))
     )
-    with open(out, "wb") as f:
-        pickle.dump(task, f)
+    with open(out, "wb") as dump:
+        pickle.dump(task, dump)
     backend.close()
 
 
