@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -16,14 +17,20 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, spark_partition_id
 
+from staticmq_spark.backends.registry import open_backend
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID
+from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
+from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import PullConsumer
+from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.spark.test_sink import assert_hash_sharded, read_topic, write
+from tests.support.sink_tasks import write_task
 from tests.support.spark import (
     by_queue,
     committed_batches,
@@ -230,3 +237,101 @@ def test_transactional_sink_is_exactly_once_on_rocketmq_through_a_driver_kill(
     want = Counter(b for bodies in sent.values() for b in bodies)
     assert Counter(bytes(r["value"]) for r in rows) == want, "every row exactly once"
     assert_hash_sharded(rows, 4)
+
+
+def _once_in_hash_queues(spark: SparkSession, namesrv: str, topic: str, want: Counter[str], queues: int) -> None:
+    """Every wanted value exactly once in murmur3(key) mod totalQueues, read back with staticmq's
+    source once the brokers dispatched what they stored (and once more a moment later)."""
+    wait_until(lambda: len(read_topic(spark, namesrv, topic)) >= want.total(), 30, f"{want.total()} rows readable")
+    time.sleep(1.0)
+    rows = read_topic(spark, namesrv, topic)
+    assert Counter(bytes(r["value"]).decode() for r in rows) == want, "every row id exactly once"
+    assert all(queue_for_key(r["key"], queues) == r["queueId"] for r in rows), "rows in murmur3(key) mod totalQueues"
+
+
+def test_sink_is_exactly_once_on_rocketmq_after_a_sigkill_of_a_task_worker_after_it_staged_a_chunk(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    """A batch write (local[2,4], tests/spark/scripts/write_killing_a_worker.py) whose first attempt
+    of partition 0 loses its UDF's Python worker to SIGKILL once the sink has staged a chunk of that
+    attempt (the UDF waits for it on a fresh staging topic): Spark's retry succeeds and every row id
+    is visible once - the killed attempt's staged chunks never are."""
+    c = rocketmq_cluster
+    topic = rmq_topic(c, 4)
+    staging = f"staging-kill-{next(_ids)}-{os.getpid()}"
+    marker = tmp_path / "killed"
+    rows = 4000
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "write_killing_a_worker.py"), c.address, topic, staging, str(rows), str(marker)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert done.returncode == 0 and "WRITTEN" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+    staged = marker.read_text().split()
+    assert staged[0] == "staged" and int(staged[1]) >= 1, (
+        f"the worker was killed after a staged chunk: {marker.read_text()}"
+    )
+    _once_in_hash_queues(spark, c.address, topic, Counter(f"{i}{'.' * 1024}" for i in range(rows)), 4)
+
+
+def test_sink_is_exactly_once_on_rocketmq_and_late_chunks_of_a_stopped_attempt_never_become_visible(
+    spark: SparkSession, rocketmq_cluster: LocalRocketMQ, tmp_path: Path
+) -> None:
+    """Written at the sink layer, not through Spark: a task attempt in a process of its own
+    (tests/support/stopped_attempt_child.py) stages its first batch and is stopped with SIGSTOP;
+    its retry (same partition, same rows) stages everything and the driver-side commit makes it
+    visible; then SIGCONT lets the stopped attempt stage the rest of its chunks. None of them ever
+    becomes visible - not even when its late TaskWrite reaches a commit of the same batch - and every
+    row is there exactly once."""
+    c = rocketmq_cluster
+    topic = rmq_topic(c, 4)
+    settings = WriteSettings(namesrv=c.address, topic=topic, request_bytes=1500, send_timeout_ms=30_000)
+    writer = f"q-stopped-{next(_ids)}"
+    batches = [
+        pa.RecordBatch.from_pydict(
+            {
+                "key": [f"user-{i % 23}" for i in range(lo, lo + 200)],
+                "value": [f"p0-{i}".encode() for i in range(lo, lo + 200)],
+            }
+        )
+        for lo in range(0, 1000, 200)
+    ]
+    path, out = tmp_path / "task.pkl", tmp_path / "late.pkl"
+    path.write_bytes(pickle.dumps((settings, writer, 0, 0, batches)))
+    root = Path(__file__).parents[2]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.stopped_attempt_child", c.address, str(path), str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "STAGED", child.stderr
+        _, status = os.waitpid(child.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status) and os.WSTOPSIG(status) == signal.SIGSTOP, "the attempt is stopped"
+        backend = open_backend(c.address)
+        try:
+            sink = backend.sink()
+            assert isinstance(sink, RocketMQStagedSink)
+            retry = write_task(sink, settings, writer, 0, 0, batches)
+            assert sink.commit(settings, writer, 0, [retry]) == 1000
+            _once_in_hash_queues(spark, c.address, topic, Counter(f"p0-{i}" for i in range(1000)), 4)
+            os.kill(child.pid, signal.SIGCONT)
+            _, rest = child.communicate(timeout=120)
+            assert child.returncode == 0, rest[-3000:]
+            late = pickle.loads(out.read_bytes())
+            assert late.rows == 1000 and len(late.detail) > 1, "the attempt staged late chunks after SIGCONT"
+            assert {ch.token for ch in late.detail}.isdisjoint({ch.token for ch in retry.detail})
+            assert sink.commit(settings, writer, 0, [late]) == 0, "a commit naming the late chunks sends nothing"
+        finally:
+            backend.close()
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+            child.wait(30)
+    time.sleep(2.0)
+    _once_in_hash_queues(spark, c.address, topic, Counter(f"p0-{i}" for i in range(1000)), 4)
