@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -23,12 +22,11 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.backends.rocketmq.batch_encode import uniq_keys
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, encode_properties
+from staticmq_spark.backends.rocketmq.remoting import encode_properties
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
-from staticmq_spark.backends.rocketmq.transactions import create_plain_topic, query_by_key
-from staticmq_spark.errors import BrokerUnavailableError, InternalError, TopicNotFoundError
+from staticmq_spark.backends.rocketmq.transactions import SinkOwnedTopic, query_by_key
+from staticmq_spark.errors import BrokerUnavailableError, InternalError
 
-log = logging.getLogger(__name__)
 I64 = npt.NDArray[np.int64]
 CHUNK_BYTES = 3 << 20  # RocketMQ's message limit is 4 MiB
 DECISION_VERSION = 1
@@ -163,28 +161,10 @@ def decode_decision(topic: str, writer: str, batch: int, bodies: list[bytes]) ->
     return Decision(topic, writer, batch, runs, tails)
 
 
-class DecisionLog:
+class DecisionLog(SinkOwnedTopic):
     """Decisions in a plain topic with one queue on every master broker (created when missing)."""
 
-    def __init__(self, client: RemotingClient, topic: str) -> None:
-        self.client = client
-        self.topic = topic
-        self._hosts: dict[str, str] | None = None
-
-    def hosts(self, refresh: bool = False) -> dict[str, str]:
-        """Broker name -> address of the brokers holding the topic, creating it where it is missing."""
-        if self._hosts is not None and not refresh:
-            return self._hosts
-        masters = self.client.brokers()
-        try:
-            held = self.client.route(self.topic).masters
-        except TopicNotFoundError:
-            held = {}
-        for name in sorted(set(masters) - set(held)):
-            create_plain_topic(self.client, masters[name], self.topic)
-            log.info("created the sink's decision topic %r on %s", self.topic, name)
-        self._hosts = {name: masters[name] for name in masters}
-        return self._hosts
+    role = "decision"
 
     def record(self, decision: Decision) -> None:
         """Every chunk stored on one broker (the first that takes them all), or an error."""

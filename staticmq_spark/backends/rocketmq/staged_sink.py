@@ -54,10 +54,10 @@ from staticmq_spark.backends.rocketmq.staged_chunks import (
     staged_key,
 )
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored, stored_uniq_keys
-from staticmq_spark.backends.rocketmq.transactions import DEFAULT_TOPIC, RowRequests, create_plain_topic, pipelined
+from staticmq_spark.backends.rocketmq.transactions import DEFAULT_TOPIC, RowRequests, SinkOwnedTopic, pipelined
 from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
-from staticmq_spark.errors import BrokerUnavailableError, ConflictError, StaticMQError, TopicNotFoundError
+from staticmq_spark.errors import BrokerUnavailableError, ConflictError, StaticMQError
 from staticmq_spark.protocol.consume.pull_status import PullStatus
 from staticmq_spark.protocol.rows import arrays
 
@@ -76,27 +76,13 @@ def _no_hook(step: str, what: object) -> None:
     return None
 
 
-class StagingTopic:
+class StagingTopic(SinkOwnedTopic):
     """The plain staging topic: STAGING_QUEUES queues on every master broker (created when missing)."""
 
-    def __init__(self, client: RemotingClient, topic: str) -> None:
-        self.client = client
-        self.topic = topic
-        self._hosts: dict[str, str] | None = None
+    role = "staging"
 
-    def hosts(self, refresh: bool = False) -> dict[str, str]:
-        if self._hosts is not None and not refresh:
-            return self._hosts
-        masters = self.client.brokers()
-        try:
-            held = self.client.route(self.topic).masters
-        except TopicNotFoundError:
-            held = {}
-        for name in sorted(set(masters) - set(held)):
-            create_plain_topic(self.client, masters[name], self.topic, queues=STAGING_QUEUES)
-            log.info("created the sink's staging topic %r on %s", self.topic, name)
-        self._hosts = dict(masters)
-        return self._hosts
+    def __init__(self, client: RemotingClient, topic: str) -> None:
+        super().__init__(client, topic, queues=STAGING_QUEUES)
 
     def addr(self, bname: str) -> str:
         addr = self.hosts().get(bname) or self.hosts(refresh=True).get(bname)

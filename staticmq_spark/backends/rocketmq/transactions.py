@@ -33,7 +33,7 @@ from staticmq_spark.backends.rocketmq.connection import reserve_opaques
 from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
-from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError
+from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError, TopicNotFoundError
 from staticmq_spark.protocol.rows import arrays
 
 I64 = npt.NDArray[np.int64]
@@ -243,3 +243,31 @@ def create_plain_topic(client: RemotingClient, addr: str, topic: str, queues: in
         "order": False,
     }
     check_answer(client.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header), f"creation of {topic!r} at {addr}")
+
+
+class SinkOwnedTopic:
+    """A plain topic the sink keeps for itself (its decisions, its staged rows): `queues` queues on
+    every master broker, created where it is missing the first time its hosts are asked."""
+
+    role = "sink"  # said in the log line of a creation
+
+    def __init__(self, client: RemotingClient, topic: str, queues: int = 1) -> None:
+        self.client = client
+        self.topic = topic
+        self.queues = queues
+        self._hosts: dict[str, str] | None = None
+
+    def hosts(self, refresh: bool = False) -> dict[str, str]:
+        """Broker name -> address of the brokers holding the topic, creating it where it is missing."""
+        if self._hosts is not None and not refresh:
+            return self._hosts
+        masters = self.client.brokers()
+        try:
+            held = self.client.route(self.topic).masters
+        except TopicNotFoundError:
+            held = {}
+        for name in sorted(set(masters) - set(held)):
+            create_plain_topic(self.client, masters[name], self.topic, queues=self.queues)
+            log.info("created the sink's %s topic %r on %s", self.role, self.topic, name)
+        self._hosts = dict(masters)
+        return self._hosts
