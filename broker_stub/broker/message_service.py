@@ -109,9 +109,8 @@ class MessageService:
         """Validate and store a batch in a physical queue. `delta` converts the answer to logic
         space (None: the logic offset is not decided yet, the answer says -1). `validated`: the
         rows were checked by this broker already (sink rows staged here), so they are not again."""
-        if not validated:
-            validate_batch(batch, self._config.store.max_message_bytes)
-        result = self._store.append(topic, queue_id, batch, idempotency_key, durable=durable)
+        header = None if validated else validate_batch(batch, self._config.store.max_message_bytes)
+        result = self._store.append(topic, queue_id, batch, idempotency_key, durable=durable, header=header)
         if not result.duplicate:
             metrics.record_in(topic, result.count, len(batch.data))
         logic = -1 if delta is None else result.base_offset + delta

@@ -21,8 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from broker_stub.config import StoreConfig
 from broker_stub.store import queue_check
@@ -44,9 +46,8 @@ from broker_stub.store.redispatch import Redispatcher
 from broker_stub.store.retired_fds import RetiredFds
 from broker_stub.store.store_results import AppendResult, ReadResult, ReadStatus, StagedRecord, duplicate_of, plan_link
 from staticmq_spark.errors import InvalidBatchError
-from staticmq_spark.protocol.consume.tag_filter import kept_by_codes, tag_codes
+from staticmq_spark.protocol.consume.tag_filter import batch_tag_codes, kept_by_codes
 from staticmq_spark.protocol.rows.codec import Int32Array, PackedBatch
-from staticmq_spark.protocol.rows.decode import tags_of
 
 log = logging.getLogger(__name__)
 
@@ -194,10 +195,18 @@ class MessageStore:
     # ------------------------------------------------------------------ append
 
     def append(
-        self, topic: str, queue_id: int, batch: PackedBatch, idempotency_key: bytes = b"", *, durable: bool = True
+        self,
+        topic: str,
+        queue_id: int,
+        batch: PackedBatch,
+        idempotency_key: bytes = b"",
+        *,
+        durable: bool = True,
+        header: npt.NDArray[Any] | None = None,
     ) -> AppendResult:
         """Append one batch to a physical queue. With flush=sync it is durable on return, unless
-        `durable=False`: then the caller must call wait_durable(result.end_pos) itself."""
+        `durable=False`: then the caller must call wait_durable(result.end_pos) itself. `header`:
+        the batch's row headers when the caller validated it (validate_batch), else read again."""
         uid = self._uids.get(topic)
         if uid is None:
             raise InvalidBatchError(f"topic {topic!r} is not registered with the store")
@@ -205,6 +214,7 @@ class MessageStore:
             raise InvalidBatchError(
                 f"batch of {len(batch.data)} bytes exceeds the {self.config.max_batch_bytes}-byte limit"
             )
+        codes = batch_tag_codes(batch, header)  # outside the lock: appends to other queues need not wait for it
         with self._append_lock:
             if idempotency_key:
                 seen = self._idempotency.get(idempotency_key)
@@ -225,7 +235,7 @@ class MessageStore:
             )
             pos = self._log.append(parts)
             rows_at = pos + sum(len(p) for p in parts[:4])
-            cq.append(entries_for(rows_at, batch.sizes, now, tag_codes(tags_of(batch))))
+            cq.append(entries_for(rows_at, batch.sizes, now, codes))
             self._last_store_ts = now
             end = self._log.written_pos
             if idempotency_key:

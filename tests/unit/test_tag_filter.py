@@ -21,7 +21,10 @@ from staticmq_spark.protocol.consume.tag_filter import (
     tag_matches,
 )
 from staticmq_spark.protocol.rows.encode import encode_messages
+from tests.support.fresh_interpreter import imports_pandas
 from tests.unit.test_message_store import bodies, open_store
+
+KEYED_AND_TAGGED = encode_messages([b"a", b"b", b"c"], keys=["k1", None, "k3"], tags=["TagA", None, ""])
 
 
 @pytest.mark.parametrize("expression", [None, "", "*", "  *  "])
@@ -49,6 +52,30 @@ def test_codes_tell_no_tag_from_a_tag_and_a_filter_keeps_entries_without_a_code(
     wanted = filter_codes(parse_tag_expression("TagA"))
     entries = np.array([codes[0], NO_TAG, UNKNOWN, codes[3]], dtype=np.int32)
     assert kept_by_codes(entries, wanted).tolist() == [True, False, True, False]
+
+
+def test_codes_of_sliced_and_large_binary_tags_equal_those_of_plain_strings() -> None:
+    plain = tag_codes(pa.array(["x", "TagA", None, "", "TagB"]))
+    assert tag_codes(pa.array(["TagA", None, "", "TagB"], pa.large_binary())).tolist() == plain[1:].tolist()
+    assert tag_codes(pa.array(["x", "TagA", None, "", "TagB"]).slice(1)).tolist() == plain[1:].tolist()
+    assert tag_codes(pa.chunked_array([["x", "TagA"], [None, "", "TagB"]])).tolist() == plain.tolist()
+
+
+def test_a_brokers_append_path_does_not_import_pandas() -> None:
+    """The codes a broker computes for every stored batch (under its append lock) use no compute
+    kernel with a Python scalar: pyarrow would import pandas for it, half a second of the first
+    send to each broker process."""
+    data, sizes = bytes(KEYED_AND_TAGGED.data), KEYED_AND_TAGGED.sizes.tolist()
+    code = (
+        "import numpy as np\n"
+        "from staticmq_spark.protocol.rows.codec import PackedBatch\n"
+        "from staticmq_spark.protocol.rows.decode import tags_of, validate_batch\n"
+        "from staticmq_spark.protocol.consume.tag_filter import tag_codes\n"
+        f"batch = PackedBatch({data!r}, np.array({sizes}, np.int32))\n"
+        "validate_batch(batch, 1 << 20)\n"
+        "assert len(tag_codes(tags_of(batch))) == 3\n"
+    )
+    assert not imports_pandas(code)
 
 
 def test_a_filtered_read_reads_only_matching_messages_and_reports_their_offsets(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ receives once more by their tag (`tag_matches`), as RocketMQ's own clients do.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -18,6 +20,8 @@ from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.hashing import murmur3_32_many
 from staticmq_spark.protocol.consume.tag_expression import TagFilter
 from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import FLAG_TAGS, PackedBatch
+from staticmq_spark.protocol.rows.decode import parse_headers, tags_of
 
 # Consume-queue entry codes (the entry's int32 `flags`): UNKNOWN for entries written before tag
 # codes existed (a filter keeps them: the reader checks their tag), NO_TAG for a message without a
@@ -50,8 +54,23 @@ def tag_codes(tags: pa.Array | pa.ChunkedArray) -> Int32Array:
     if isinstance(tags, pa.ChunkedArray):
         tags = tags.combine_chunks()
     hashed = (murmur3_32_many(tags) & np.uint32(0x7FFFFFFF)).astype(np.int64) + TAGGED
-    present = np.asarray(pc.fill_null(pc.greater(pc.binary_length(tags.cast(pa.binary())), 0), False), dtype=bool)
+    # lengths from the offsets, nulls as empty: no compute kernel with a Python scalar, which would
+    # import pandas (half a second of a broker's first send, under its append lock)
+    values = arrays.large_binary_nulls_empty(tags.cast(pa.large_binary()))
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64, count=values.offset + len(values) + 1)
+    present = np.diff(offsets[values.offset :]) > 0
     return np.where(present, hashed, NO_TAG).astype(np.int32)
+
+
+def batch_tag_codes(batch: PackedBatch, header: npt.NDArray[Any] | None = None) -> Int32Array:
+    """Each row's consume-queue code of a packed batch; NO_TAG for all, without hashing, when no
+    row has a tag (the common case). `header`: the batch's parse_headers (validate_batch returns
+    it), when the caller has it."""
+    if header is None:
+        header = parse_headers(batch)
+    if not (header["flags"] & FLAG_TAGS).any():
+        return np.full(batch.count, NO_TAG, dtype=np.int32)
+    return tag_codes(tags_of(batch, header))
 
 
 def kept_by_codes(entry_codes: Int32Array, wanted: Int32Array) -> npt.NDArray[np.bool_]:

@@ -91,9 +91,11 @@ def decode_batch(batch: PackedBatch, *, properties: bool = True) -> pa.RecordBat
     return pa.RecordBatch.from_arrays([key, tags, body, props, born], schema=DECODED_SCHEMA)
 
 
-def tags_of(batch: PackedBatch) -> pa.Array:
-    """The batch's tag column alone (binary, empty where a row has none), zero-copy."""
-    header = parse_headers(batch)
+def tags_of(batch: PackedBatch, header: npt.NDArray[Any] | None = None) -> pa.Array:
+    """The batch's tag column alone (binary, empty where a row has none), zero-copy. `header`: the
+    batch's parse_headers, when the caller has it."""
+    if header is None:
+        header = parse_headers(batch)
     idx = np.arange(batch.count, dtype=np.int64) * PARTS + 2
     return _pieces(batch, header).take(arrays.numbers(idx)).cast(pa.binary())
 
