@@ -23,9 +23,10 @@ import pyarrow as pa
 
 from staticmq_spark.backends.rocketmq.batch_encode import uniq_keys
 from staticmq_spark.backends.rocketmq.remoting import encode_properties
+from staticmq_spark.backends.rocketmq.staged_chunks import decision_records
 from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
 from staticmq_spark.backends.rocketmq.transactions import SinkOwnedTopic, query_by_key
-from staticmq_spark.errors import BrokerUnavailableError, InternalError
+from staticmq_spark.errors import BrokerUnavailableError
 
 I64 = npt.NDArray[np.int64]
 CHUNK_BYTES = 3 << 20  # RocketMQ's message limit is 4 MiB
@@ -139,19 +140,7 @@ def decode_decision(topic: str, writer: str, batch: int, bodies: list[bytes]) ->
     allowed); None when no complete set of chunks is among them."""
     chunks: dict[int, dict[str, Any]] = {}
     total = None
-    for body in bodies:
-        try:
-            raw = json.loads(body)
-        except ValueError:
-            continue
-        if not isinstance(raw, dict) or (raw.get("topic"), raw.get("writer"), raw.get("batch")) != (
-            topic,
-            writer,
-            batch,
-        ):
-            continue
-        if raw.get("v") != DECISION_VERSION:
-            raise InternalError(f"decision of {writer}:{batch} has version {raw.get('v')}, not {DECISION_VERSION}")
+    for raw in decision_records(bodies, topic, writer, batch, DECISION_VERSION, "decision"):
         chunks[int(raw["chunk"])] = raw
         total = int(raw["chunks"])
     if total is None or sorted(chunks) != list(range(total)):

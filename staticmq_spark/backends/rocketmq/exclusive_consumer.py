@@ -260,7 +260,7 @@ class RocketMQExclusiveConsumer(Closeable):
                     addr, RequestCode.UNREGISTER_CLIENT, {"clientID": self.client_id, "consumerGroup": self.group}
                 )
             except StaticMQError:
-                pass
+                pass  # that broker drops this silent client after 120 s
 
     # ------------------------------------------------------------------ locks
 

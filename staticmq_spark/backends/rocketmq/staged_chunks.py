@@ -12,7 +12,7 @@ stored as JSON messages keyed `staticmq-staged:<topic>:<writer>:<batch>` in the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,10 +142,11 @@ def encode_staged(decision: StagedDecision, run: str = "", at_ms: int = 0) -> li
     return bodies
 
 
-def decode_staged(topic: str, writer: str, batch: int, bodies: list[bytes]) -> StagedDecision | None:
-    """The decision of (topic, writer, batch) from the messages found (any order, duplicates and
-    strangers allowed); None when no complete set of its parts is among them."""
-    runs: dict[str, dict[int, dict[str, Any]]] = {}
+def decision_records(
+    bodies: Iterable[bytes], topic: str, writer: str, batch: int, version: int, what: str
+) -> Iterator[dict[str, Any]]:
+    """The JSON records of (topic, writer, batch) among messages found by key (strangers and
+    non-JSON bodies skipped); a record of another format version is an error naming `what`."""
     for body in bodies:
         try:
             raw = json.loads(body)
@@ -157,8 +158,16 @@ def decode_staged(topic: str, writer: str, batch: int, bodies: list[bytes]) -> S
             batch,
         ):
             continue
-        if raw.get("v") != STAGED_VERSION:
-            raise InternalError(f"staged decision of {writer}:{batch} has version {raw.get('v')}, not {STAGED_VERSION}")
+        if raw.get("v") != version:
+            raise InternalError(f"{what} of {writer}:{batch} has version {raw.get('v')}, not {version}")
+        yield raw
+
+
+def decode_staged(topic: str, writer: str, batch: int, bodies: list[bytes]) -> StagedDecision | None:
+    """The decision of (topic, writer, batch) from the messages found (any order, duplicates and
+    strangers allowed); None when no complete set of its parts is among them."""
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    for raw in decision_records(bodies, topic, writer, batch, STAGED_VERSION, "staged decision"):
         runs.setdefault(str(raw.get("run", "")), {})[int(raw["part"])] = raw
     complete = [
         parts for parts in runs.values() if sorted(parts) == list(range(int(next(iter(parts.values()))["parts"])))
