@@ -8,6 +8,7 @@ from pathlib import Path
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
+from tests.support.waiting import wait_until
 
 MESSAGES, SIZE = 24_000, 1024  # about 28 MB as stored: one answer, past 16 MiB
 LARGE_PULLS = {
@@ -30,6 +31,13 @@ def test_a_pull_answer_larger_than_16_mib_is_read(tmp_path: Path) -> None:
             for start in range(0, MESSAGES, 2000):
                 producer.send_batch("large", bodies[start : start + 2000], queue=0)
         with PullConsumer(ns) as consumer:
+            # RocketMQ acknowledges a send once its commit log holds it and dispatches it to the
+            # consume queue on its own thread: the one pull below must find every message there
+            wait_until(
+                lambda: consumer.max_offset("large", 0) == MESSAGES,
+                30,
+                message=f"the consume queue to hold all {MESSAGES} messages",
+            )
             got = consumer.pull("large", 0, 0, max_messages=MESSAGES)
             seen = [m["body"] for m in got.messages()]
         assert got.next_offset == MESSAGES, f"one pull answered {len(seen)} messages"
