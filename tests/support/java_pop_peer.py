@@ -1,4 +1,5 @@
-"""tests/support/java/PopPeer.java run as one long-lived process: started (and its JVM warm)
+"""tests/support/java/PopPeer.java (RocketMQ's remoting client) or SimplePeer.java (its gRPC
+SimpleConsumer, through the proxy) run as one long-lived process: started (and its JVM warm)
 before a test pops, then told to pop or ack over its stdin, so no JVM start or exit falls inside a
 message's invisible time."""
 
@@ -71,7 +72,7 @@ class JavaPopPeer:
                 line = ""
             if line is None or (line == "" and time.monotonic() >= deadline):
                 why = "exited" if line is None else f"did not answer {prefix!r} within {timeout_s:g}s"
-                raise AssertionError(f"PopPeer {why}; its output: {seen}; stderr: {''.join(self._err)[-2000:]}")
+                raise AssertionError(f"the Java peer {why}; its output: {seen}; stderr: {''.join(self._err)[-2000:]}")
             if line:
                 seen.append(line)
                 if line.startswith(prefix):

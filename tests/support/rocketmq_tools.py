@@ -9,11 +9,11 @@ from pathlib import Path
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ, RocketMQClusterError, fetch_jars
 
 
-def compile_client(source: Path, classes: Path) -> str:
+def compile_client(source: Path, classes: Path, lib: Path | None = None) -> str:
     """`source` (a Java program using RocketMQ's client) compiled with javac into `classes`: the
-    classpath to run it with (RocketMQ's cached jars and `classes`). A failed compile raises with
-    javac's output."""
-    lib = fetch_jars()
+    classpath to run it with (the jars in `lib`, RocketMQ's cached ones by default, and `classes`).
+    A failed compile raises with javac's output."""
+    lib = lib or fetch_jars()
     javac = ["javac", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes), str(source)]
     done = subprocess.run(javac, check=False, timeout=300, capture_output=True, text=True)
     if done.returncode != 0:
