@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 
 from staticmq_spark.backends import BrokerState, parse_address
 from staticmq_spark.backends.rocketmq import fastjson
-from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column, uniq_keys
+from staticmq_spark.backends.rocketmq.batch_encode import (
+    SLICED_PIECE_BYTES,
+    encode_rows,
+    properties_column,
+    scatter_pieces,
+    uniq_keys,
+)
 from staticmq_spark.backends.rocketmq.connection import split_host_port
 from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
 from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
@@ -434,3 +440,23 @@ def test_stored_uniq_keys_reads_each_records_uniq_key_system_property_not_a_user
         + stored_record(b"d", "")
     )
     assert stored_uniq_keys(body).to_pylist() == ["ABC00000001", "FIRST", None, None]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 3 * SLICED_PIECE_BYTES), min_size=1, max_size=40),
+    gap=st.integers(0, 9),
+    skip=st.integers(0, 5),
+)
+def test_scatter_pieces_copies_each_piece_to_its_place_short_or_long(lengths: list[int], gap: int, skip: int) -> None:
+    """Short pieces go through a per-byte index, long ones slice by slice: both put piece r of
+    data[offsets[r]:offsets[r+1]] at out[dest[r]:] (offsets need not start at 0)."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64) + skip
+    data = np.frombuffer(bytes(i % 251 for i in range(int(offsets[-1]))), dtype=np.uint8)
+    dest = np.concatenate([[0], np.cumsum(np.asarray(lengths[:-1]) + gap)]).astype(np.int64)
+    out = np.full(int(dest[-1] + lengths[-1] + 1), 255, dtype=np.uint8)
+    scatter_pieces(out, dest, data, offsets)
+    want = bytearray(b"\xff" * len(out))
+    for at, a, b in zip(dest.tolist(), offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        want[at : at + b - a] = bytes(data[a:b])
+    assert out.tobytes() == bytes(want)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from staticmq_spark.errors import InvalidBatchError, MessageTooLargeError
 from staticmq_spark.protocol.rows import arrays
 
+SLICED_PIECE_BYTES = 128  # scatter_pieces copies pieces this long on average slice by slice
 HEADER = 20
 MAX_PROPERTIES = 32767
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -132,10 +133,20 @@ def encode_rows(bodies: pa.Array, properties: pa.Array) -> EncodedRows:
 
 
 def scatter_pieces(out: npt.NDArray[np.uint8], dest: I64, data: npt.NDArray[np.uint8], offsets: I64) -> None:
-    """Copy piece r (data[offsets[r]:offsets[r+1]]) to out[dest[r]:], for every r at once."""
+    """Copy piece r (data[offsets[r]:offsets[r+1]]) to out[dest[r]:], for every r at once.
+
+    Short pieces (headers, properties, 100-byte values) go through one index per byte; long ones
+    one slice copy each: the index costs ~4 ns per byte and a slice ~0.3-0.4 us per piece, so the
+    slices win from ~100 bytes a piece on (1 KiB values: ~9x less time; a staged 1 MiB chunk: an
+    8 MiB index array saved)."""
     lens = np.diff(offsets)
     total = int(offsets[-1] - offsets[0])
     if total == 0:
+        return
+    if total >= SLICED_PIECE_BYTES * len(lens):
+        into, source = memoryview(out), memoryview(data)
+        for at, a, b in zip(dest.tolist(), offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+            into[at : at + b - a] = source[a:b]
         return
     idx = np.repeat(dest - offsets[:-1], lens) + np.arange(offsets[0], offsets[-1], dtype=np.int64)
     out[idx] = data[offsets[0] : offsets[-1]]
