@@ -1,27 +1,29 @@
 """Where a trigger's time goes, staticmq vs Spark's Kafka source: the phases of StreamingQueryProgress.
 
-    python -m bench.peers.trigger_phases [--seconds 20] [--repeat 2] [--systems staticmq,kafka,python-floor,...]
+    python -m bench.peers.trigger_phases [--seconds 20] [--repeat 2] [--queues 2] [--json FILE]
+                                         [--systems staticmq,kafka,python-floor,...]
 
-One broker_stub broker (flush=sync) and one Kafka node (fsync per append), topics of 2 logic queues /
-partitions, one local[2] session. Per run and system (interleaved, A B A B ...): a 100-byte probe every
-20 ms into a 0-second-trigger query whose foreachBatch collects the rows on the driver (the latency
-figure of `bench.peers`). `staticmq-with-messages` is staticmq with queuePartitions=with-messages (a
-micro-batch plans only the logic queues with new messages). `python-floor` is the same query over
-`floor_source`, a Python data source that reads a local file of fixed-size records: the floor of
-pyspark's Python source machinery, with 2 partitions (one empty, as staticmq's for these one-key
-probes), or N (`python-floor-N`, the records in the first: `python-floor-1` plans as Kafka's source,
-which leaves out partitions without records). `staticmq-driver-read` is staticmq with
-driverReadMaxMessages=10000 and `python-floor-driver` the floor as a simple reader: both read a
-micro-batch in the query's driver-side runner, which hands the rows to Spark with the plan (no
-Python read task). Printed per system: the median of each `durationMs`
-phase over the micro-batches that held rows (the first left out), rows per batch, and the latency
-p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p PID` can watch
-a run.
+One broker_stub broker (flush=sync) and one Kafka node (fsync per append), topics of `--queues`
+logic queues / partitions (2 by default, as in `bench.peers`), one local[2] session. Per run and
+system (interleaved, A B A B ...): a 100-byte probe every 20 ms into a 0-second-trigger query whose
+foreachBatch collects the rows on the driver (the latency figure of `bench.peers`).
+`staticmq-with-messages` is staticmq with queuePartitions=with-messages (a micro-batch plans only
+the logic queues with new messages). `python-floor` is the same query over `floor_source`, a Python
+data source that reads a local file of fixed-size records: the floor of pyspark's Python source
+machinery, with 2 partitions (one empty, as staticmq's for these one-key probes), or N
+(`python-floor-N`, the records in the first: `python-floor-1` plans as Kafka's source, which leaves
+out partitions without records). `staticmq-driver-read` is staticmq with driverReadMaxMessages=10000
+and `python-floor-driver` the floor as a simple reader: both read a micro-batch in the query's
+driver-side runner, which hands the rows to Spark with the plan (no Python read task). Printed per
+system: the median of each `durationMs` phase over the micro-batches that held rows (the first left
+out), rows per batch, and the latency p50 / p99. The driver's pid is printed first, so that `py-spy
+record --subprocesses -p PID` can watch a run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -86,13 +88,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds of probes per run and system")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--systems", default="staticmq,staticmq-with-messages,kafka,python-floor,python-floor-1")
+    parser.add_argument("--queues", type=int, default=2, help="logic queues / partitions of both topics")
+    parser.add_argument("--json", help="also write {queues, results: {system: [run medians]}} here")
     args = parser.parse_args(argv)
+    if args.queues < 1:
+        parser.error(f"--queues must be at least 1, got {args.queues}")
     systems = args.systems.split(",")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     log(f"driver pid {os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
         results = measure(args, systems, tmp)
     print(report(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"queues": args.queues, "seconds": args.seconds, "results": results}, f, indent=1)
     return 0
 
 
@@ -100,8 +109,8 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
     results: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
     cluster = LocalCluster(brokers=1, data_dir=f"{tmp}/staticmq", flush="sync")
     with cluster, KafkaServer(f"{tmp}/kafka", flush_messages=1) as kafka:
-        clients.staticmq_topic(cluster.namesrv, TOPIC, 2)
-        clients.kafka_topic(kafka.bootstrap, TOPIC, 2)
+        clients.staticmq_topic(cluster.namesrv, TOPIC, args.queues)
+        clients.kafka_topic(kafka.bootstrap, TOPIC, args.queues)
         ends = {
             "staticmq": Endpoint("staticmq", "staticmq", {"namesrv": cluster.namesrv}),
             "kafka": Endpoint("kafka", "kafka", {"kafka.bootstrap.servers": kafka.bootstrap}),

@@ -6,6 +6,8 @@ import pytest
 
 from bench.common.report import Figures, paired_ratios, ratio_text, summary
 from bench.peers.__main__ import main
+from bench.peers.queue_chart import points
+from bench.peers.queue_chart import table as queue_table
 from bench.peers.report import table
 
 
@@ -46,3 +48,16 @@ def test_peers_figures_option_names_an_unknown_figure(capsys: pytest.CaptureFixt
         main(["--figures", "source,speed"])
     assert exited.value.code == 2
     assert "--figures: speed; known: produce, consume, source, sink, latency" in capsys.readouterr().err
+
+
+def test_queue_chart_takes_the_median_of_each_files_runs_per_system_and_queue_count() -> None:
+    files = [
+        {"queues": q, "results": {"staticmq": [{"p50": 10.0 * q, "p99": 20.0}, {"p50": 30.0 * q, "p99": 40.0},
+                                               {"p50": 20.0 * q, "p99": 30.0}],
+                                  "kafka": [{"p50": 10.0, "p99": 50.0}]}}
+        for q in (2, 8)
+    ]  # fmt: skip
+    by = points(files)
+    assert by == {"staticmq": {2: (40.0, 30.0), 8: (160.0, 30.0)}, "kafka": {2: (10.0, 50.0), 8: (10.0, 50.0)}}
+    text = queue_table(by)
+    assert "4.00x" in text and "16.00x" in text
