@@ -413,3 +413,41 @@ def test_python_and_java_orderly_consumers_keep_their_queues_in_order_across_a_r
         proc.kill()
         proc.wait()
         reader.join(5)
+
+
+def test_a_committed_offset_past_the_queue_s_end_is_consumed_again_from_its_start_not_skipped(
+    rocketmq_cluster: LocalRocketMQ,
+) -> None:
+    """RocketMQ stores the commit offset a Java consumer's pull carries (a logic offset) on a
+    remapped queue's new segment as if it were physical: it reads back one segment start past the
+    queue's end (seen after a Java orderly consumer was killed in
+    test_rocketmq_exclusive_scenario). Going on from the end would skip what it had not consumed."""
+    ns = rocketmq_cluster.address
+    topic, group = names("pastend")
+    rocketmq_cluster.update_static_topic(topic, 1, ["broker-a"])
+    send(ns, topic, 1, "old", 2)
+    rocketmq_cluster.remap_static_topic(topic, ["broker-b"])
+    send(ns, topic, 1, "new", 3)
+    with PullConsumer(ns, group=group) as puller:
+        puller.commit(topic, 0, 10001)  # the group on every broker
+        # what a Java consumer's pull at logic offset 10001 leaves on broker-b: 10001 as a physical offset
+        _store_physical_offset(rocketmq_cluster, "broker-b", group, topic, 0, 10001)
+        assert puller.committed(topic, 0) == 20001 > puller.max_offset(topic, 0) == 10003
+    with ExclusiveConsumer(ns, group, topic, lease_s=6, client_id="after-java") as consumer:
+        got: dict[int, list[tuple[int, bytes]]] = {}
+        drain(consumer, got, 5, 20)
+    assert [b for _, b in got.get(0, [])] == [b"old-0-0", b"old-0-1", b"new-0-0", b"new-0-1", b"new-0-2"]
+
+
+def _store_physical_offset(
+    cluster: LocalRocketMQ, broker: str, group: str, topic: str, queue: int, offset: int
+) -> None:
+    """UPDATE_CONSUMER_OFFSET at `broker` with no static-topic conversion (`lo=false`)."""
+    backend = open_backend(cluster.address)
+    assert isinstance(backend, RocketMQBackend)
+    try:
+        ext = {"consumerGroup": group, "topic": topic, "queueId": queue, "commitOffset": offset, "lo": "false"}
+        resp = backend.client.call(cluster.broker_addr(broker), RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+        assert resp.code == 0, resp.remark
+    finally:
+        backend.close()

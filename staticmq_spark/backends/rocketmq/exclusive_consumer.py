@@ -400,7 +400,23 @@ class RocketMQExclusiveConsumer(Closeable):
     def _start_offset(self, q: int) -> int:
         committed = self._access.committed_offset(self.group, self.topic, q)
         if committed is not None:
-            return committed
+            end = self._access.max_offset(self.topic, q)
+            if committed <= end:
+                return committed
+            # Past the queue's end: RocketMQ stores the commit offset a Java consumer's pull carries
+            # (a logic offset) on a remapped queue's new segment without converting it to a physical
+            # one, so it reads back one segment start too far. Going on from the end would skip what
+            # that consumer had not consumed: read the queue again from its start instead.
+            log.warning(
+                "group %s's committed offset %d of %s/%d is past its end %d (a RocketMQ Java consumer's "
+                "unconverted commit on a remapped static topic); consuming it again from its start",
+                self.group,
+                committed,
+                self.topic,
+                q,
+                end,
+            )
+            return self._access.min_offset(self.topic, q)
         if self._init_mode == "earliest":
             return self._access.min_offset(self.topic, q)
         return self._access.max_offset(self.topic, q)
