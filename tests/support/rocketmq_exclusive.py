@@ -72,12 +72,14 @@ class ChildLines:
     def __init__(self, cmd: Sequence[str]) -> None:
         self.proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=subprocess.PIPE, text=True)
         self.lines: list[tuple[float, str]] = []
+        self.texts: list[str] = []  # the same lines without their times
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stdout or ():
             self.lines.append((time.time(), line.strip()))
+            self.texts.append(line.strip())
 
     def kill(self) -> None:
         """kill -9 (a no-op once it has exited)."""
