@@ -6,9 +6,6 @@ its old and new leader."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -23,16 +20,15 @@ from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.support.rocketmq_exclusive import (
     BROKER_LOCK_S,
-    ORDERLY,
-    ROOT,
     drain,
+    exclusive_worker,
     held_ids,
+    java_orderly,
     names,
     rows,
     send,
     settle,
 )
-from tests.support.rocketmq_tools import compile_client
 from tests.support.waiting import wait_until
 
 
@@ -194,30 +190,22 @@ def test_a_killed_member_s_queues_are_taken_over_after_the_broker_s_lock_expiry(
     ns = rocketmq_cluster.address
     topic, group = names("kill")
     rocketmq_cluster.update_static_topic(topic, 2, rocketmq_cluster.broker_names)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.exclusive_worker", ns, group, topic, "6", "b-worker"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[dict[str, object]] = []
-    reader = threading.Thread(target=lambda: lines.extend(json.loads(line) for line in worker.stdout or ()))
-    reader.start()
+    worker = exclusive_worker(ns, group, topic, 6, "b-worker")
+    batches = lambda: [json.loads(line) for line in worker.texts]  # noqa: E731
     try:
-        wait_until(lambda: lines, 30, message="the exclusive worker to start")
+        wait_until(lambda: worker.texts, 30, message="the exclusive worker to start")
         with ExclusiveConsumer(ns, group, topic, lease_s=6, client_id="a-survivor") as survivor:
             settle([survivor], [{0}], timeout_s=30)
             send(ns, topic, 2, "m", 3)
             wait_until(
-                lambda: sum(len(x["offsets"]) for x in lines if "offsets" in x) == 3,  # type: ignore[arg-type]
+                lambda: sum(len(x["offsets"]) for x in batches() if "offsets" in x) == 3,
                 30,
-                message=lambda: f"the worker's share; {lines}",
+                message=lambda: f"the worker's share; {worker.texts}",
             )
-            assert {x["queue"] for x in lines if "offsets" in x} == {1}
+            assert {x["queue"] for x in batches() if "offsets" in x} == {1}
             with PullConsumer(ns, group=group) as puller:
                 wait_until(lambda: puller.committed(topic, 1) == 3, 20, message="the worker's commit")
             worker.kill()
-            worker.wait()
             killed_at = time.monotonic()
             send(ns, topic, 2, "n", 2)
             got: dict[int, list[tuple[int, bytes]]] = {}
@@ -234,10 +222,7 @@ def test_a_killed_member_s_queues_are_taken_over_after_the_broker_s_lock_expiry(
             # the worker committed each batch it printed: the survivor goes on from there
             assert got[1] == [(3, b"n-1-0"), (4, b"n-1-1")]
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-        reader.join(5)
+        worker.close()
 
 
 def test_python_and_java_orderly_consumers_of_one_group_share_the_queues_and_hand_them_over(
@@ -250,12 +235,8 @@ def test_python_and_java_orderly_consumers_of_one_group_share_the_queues_and_han
     ns = rocketmq_cluster.address
     topic, group = names("java")
     rocketmq_cluster.update_static_topic(topic, 4, rocketmq_cluster.broker_names)
-    java = ["java", "-Xmx256m", "-cp", compile_client(ORDERLY, tmp_path), "OrderlyConsumer"]
-    java += [rocketmq_cluster.namesrv, topic, group, "300"]
-    proc = subprocess.Popen(java, stdout=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in proc.stdout or ()))
-    reader.start()
+    java = java_orderly(rocketmq_cluster.namesrv, topic, group, tmp_path)
+    proc, lines = java.proc, java.texts
 
     def java_got() -> dict[int, list[tuple[int, bytes]]]:
         out: dict[int, list[tuple[int, bytes]]] = {}
@@ -296,9 +277,7 @@ def test_python_and_java_orderly_consumers_of_one_group_share_the_queues_and_han
             assert theirs[q][-1] == (11, f"n-{q}-0".encode())
         assert len(theirs[2]) == len(theirs[3]) == 2
     finally:
-        proc.kill()
-        proc.wait()
-        reader.join(5)
+        java.close()
 
 
 def test_a_killed_java_orderly_consumer_s_queues_are_taken_by_a_python_member_after_its_locks_expire(
@@ -307,11 +286,8 @@ def test_a_killed_java_orderly_consumer_s_queues_are_taken_by_a_python_member_af
     ns = rocketmq_cluster.address
     topic, group = names("javakill")
     rocketmq_cluster.update_static_topic(topic, 2, rocketmq_cluster.broker_names)
-    java = ["java", "-Xmx256m", "-cp", compile_client(ORDERLY, tmp_path), "OrderlyConsumer"]
-    proc = subprocess.Popen([*java, rocketmq_cluster.namesrv, topic, group, "300"], stdout=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in proc.stdout or ()))
-    reader.start()
+    java = java_orderly(rocketmq_cluster.namesrv, topic, group, tmp_path)
+    proc, lines = java.proc, java.texts
     try:
         send(ns, topic, 2, "w", 1)
         wait_until(
@@ -339,9 +315,7 @@ def test_a_killed_java_orderly_consumer_s_queues_are_taken_by_a_python_member_af
             assert got[0] == [(1, b"n-0-0")]  # from the Java consumer's commit on
             assert got[1] == [(1, b"n-1-0")]  # from the Java consumer's commit at the re-balance
     finally:
-        proc.kill()
-        proc.wait()
-        reader.join(5)
+        java.close()
 
 
 def test_a_lapsed_lease_hands_out_nothing_and_the_queue_restarts_at_the_committed_offset(
@@ -371,11 +345,8 @@ def test_python_and_java_orderly_consumers_keep_their_queues_in_order_across_a_r
     ns = rocketmq_cluster.address
     topic, group = names("javaremap")
     rocketmq_cluster.update_static_topic(topic, 2, ["broker-a"])
-    java = ["java", "-Xmx256m", "-cp", compile_client(ORDERLY, tmp_path), "OrderlyConsumer"]
-    proc = subprocess.Popen([*java, rocketmq_cluster.namesrv, topic, group, "300"], stdout=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in proc.stdout or ()))
-    reader.start()
+    java = java_orderly(rocketmq_cluster.namesrv, topic, group, tmp_path)
+    lines = java.texts
 
     def java_bodies() -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
@@ -410,9 +381,7 @@ def test_python_and_java_orderly_consumers_keep_their_queues_in_order_across_a_r
             assert _foreign_lock(rocketmq_cluster, "broker-a", group, topic, [1]) == set()
             assert _foreign_lock(rocketmq_cluster, "broker-b", group, topic, [1]) == set()
     finally:
-        proc.kill()
-        proc.wait()
-        reader.join(5)
+        java.close()
 
 
 def test_a_committed_offset_past_the_queue_s_end_is_consumed_again_from_its_start_not_skipped(
