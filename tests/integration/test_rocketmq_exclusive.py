@@ -165,6 +165,20 @@ def test_a_remapped_queue_is_locked_at_its_old_and_new_leader(rocketmq_cluster: 
     assert _foreign_lock(rocketmq_cluster, "broker-b", group, topic, [0]) == {0}
 
 
+def test_a_commit_right_after_a_remap_goes_to_the_queue_s_new_leader(rocketmq_cluster: LocalRocketMQ) -> None:
+    ns = rocketmq_cluster.address
+    topic, group = names("commitremap")
+    rocketmq_cluster.update_static_topic(topic, 1, ["broker-a"])
+    send(ns, topic, 1, "old", 3)
+    with ExclusiveConsumer(ns, group, topic, lease_s=30, auto_commit=False, client_id="committer") as consumer:
+        got: dict[int, list[tuple[int, bytes]]] = {}
+        drain(consumer, got, 3, 20)
+        rocketmq_cluster.remap_static_topic(topic, ["broker-b"])
+        consumer.commit()  # its route still names broker-a, which refuses it now
+        with PullConsumer(ns, group=group) as puller:
+            assert puller.committed(topic, 0) == 3
+
+
 def test_a_queue_refused_at_its_old_leader_is_let_go_at_the_new_one_where_it_was_granted(
     rocketmq_cluster: LocalRocketMQ,
 ) -> None:

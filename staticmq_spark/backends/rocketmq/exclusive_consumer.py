@@ -433,8 +433,11 @@ class RocketMQExclusiveConsumer(Closeable):
         try:
             self._client.update_consumer_offset(addr, self.group, self.topic, q, position)
         except NotLeaderError:
-            self._access.route(self.topic, refresh=True)
-            raise
+            # a remap moved the queue since the route was read: once more where the fresh route says
+            _bname, leader = self._access.route(self.topic, refresh=True).leader_addr(q)
+            if leader == addr or time.monotonic() >= held.lease_until:
+                raise
+            self._client.update_consumer_offset(leader, self.group, self.topic, q, position)
         except RocketMQError as exc:
             # A broker without the group refuses it, also when the leader forwards the commit to an
             # older segment's broker (SYSTEM_ERROR then): members' heartbeats make the group on every
