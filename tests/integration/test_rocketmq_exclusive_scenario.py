@@ -89,6 +89,11 @@ def _missing(deliveries: list[Delivery], sent: dict[int, list[str]]) -> dict[int
     return out
 
 
+def _exits(workers: dict[str, ChildLines]) -> str:
+    codes = {who: child.proc.poll() for who, child in workers.items()}
+    return f"worker exit codes {codes}"
+
+
 def _last_holders(deliveries: list[Delivery]) -> dict[int, str]:
     return {d.queue: d.who for d in sorted(deliveries, key=lambda d: d.at)}
 
@@ -129,7 +134,7 @@ def test_two_python_and_one_java_orderly_consumer_keep_each_key_in_order_through
             lambda: all(queues_of(who, joined) for who in ("java", "py-a", "py-b")),
             90,
             interval_s=0.5,
-            message=lambda: f"each member's share; last holders {_last_holders(got())}",
+            message=lambda: f"each member's share; last holders {_last_holders(got())}, {_exits(workers)}",
         )
         rocketmq_cluster.remap_static_topic(topic, ["broker-b"])
         after_remap = producer.seq
@@ -138,7 +143,7 @@ def test_two_python_and_one_java_orderly_consumer_keep_each_key_in_order_through
             lambda: {d.who for d in got() if _seq(d.body) > after_remap} == {"java", "py-a", "py-b"},
             60,
             interval_s=0.5,
-            message=lambda: f"each member past the remap; last holders {_last_holders(got())}",
+            message=lambda: f"each member past the remap; last holders {_last_holders(got())}, {_exits(workers)}",
         )
         java.kill()  # kill -9 of one of each kind at once: their locks stay on the brokers until they expire
         workers["py-b"].kill()
