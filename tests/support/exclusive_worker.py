@@ -19,7 +19,7 @@ def main() -> None:
         while True:
             for result in consumer.poll(max_messages=5, wait_s=0.5):
                 offsets = result.batch.column("queue_offset").to_pylist()
-                bodies = [b.decode() for b in result.batch.column("body").to_pylist()]
+                bodies = [b.decode(errors="replace") for b in result.batch.column("body").to_pylist()]
                 batch = {"queue": result.queue_id, "offsets": offsets, "bodies": bodies, "at": time.time()}
                 print(json.dumps(batch), flush=True)
             consumer.commit()
