@@ -1,11 +1,12 @@
-"""A process that consumes one queue exclusively and prints every batch it hands out as one JSON
-line (then commits it), until it is killed: `python -m tests.support.exclusive_worker NAMESRV GROUP TOPIC
-LEASE_S [CLIENT_ID]`."""
+"""A process that consumes exclusively and prints every batch it hands out as one JSON line (its
+queue, offsets, bodies and the wall-clock time; then commits it), until it is killed:
+`python -m tests.support.exclusive_worker NAMESRV GROUP TOPIC LEASE_S [CLIENT_ID]`."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 
 from staticmq_spark.client import ExclusiveConsumer
 
@@ -18,7 +19,9 @@ def main() -> None:
         while True:
             for result in consumer.poll(max_messages=5, wait_s=0.5):
                 offsets = result.batch.column("queue_offset").to_pylist()
-                print(json.dumps({"queue": result.queue_id, "offsets": offsets}), flush=True)
+                bodies = [b.decode(errors="replace") for b in result.batch.column("body").to_pylist()]
+                batch = {"queue": result.queue_id, "offsets": offsets, "bodies": bodies, "at": time.time()}
+                print(json.dumps(batch), flush=True)
             consumer.commit()
 
 

@@ -400,7 +400,23 @@ class RocketMQExclusiveConsumer(Closeable):
     def _start_offset(self, q: int) -> int:
         committed = self._access.committed_offset(self.group, self.topic, q)
         if committed is not None:
-            return committed
+            end = self._access.max_offset(self.topic, q)
+            if committed <= end:
+                return committed
+            # Past the queue's end: RocketMQ stores the commit offset a Java consumer's pull carries
+            # (a logic offset) on a remapped queue's new segment without converting it to a physical
+            # one, so it reads back one segment start too far. Going on from the end would skip what
+            # that consumer had not consumed: read the queue again from its start instead.
+            log.warning(
+                "group %s's committed offset %d of %s/%d is past its end %d (a RocketMQ Java consumer's "
+                "unconverted commit on a remapped static topic); consuming it again from its start",
+                self.group,
+                committed,
+                self.topic,
+                q,
+                end,
+            )
+            return self._access.min_offset(self.topic, q)
         if self._init_mode == "earliest":
             return self._access.min_offset(self.topic, q)
         return self._access.max_offset(self.topic, q)
@@ -417,8 +433,11 @@ class RocketMQExclusiveConsumer(Closeable):
         try:
             self._client.update_consumer_offset(addr, self.group, self.topic, q, position)
         except NotLeaderError:
-            self._access.route(self.topic, refresh=True)
-            raise
+            # a remap moved the queue since the route was read: once more where the fresh route says
+            _bname, leader = self._access.route(self.topic, refresh=True).leader_addr(q)
+            if leader == addr or time.monotonic() >= held.lease_until:
+                raise
+            self._client.update_consumer_offset(leader, self.group, self.topic, q, position)
         except RocketMQError as exc:
             # A broker without the group refuses it, also when the leader forwards the commit to an
             # older segment's broker (SYSTEM_ERROR then): members' heartbeats make the group on every
