@@ -25,28 +25,33 @@ STYLES = {"staticmq": "#1f77b4", "staticmq-with-messages": "#9467bd", "staticmq-
 
 
 def points(files: list[dict[str, Any]]) -> dict[str, dict[int, tuple[float, float]]]:
-    """{system: {queues: (median p50, median p99)}} over each file's runs."""
-    out: dict[str, dict[int, tuple[float, float]]] = {}
+    """{system: {queues: (median p50, median p99)}} over the runs of every file with that system
+    and number of queues (a system measured in two files at one size: the median of all its runs)."""
+    runs: dict[str, dict[int, list[dict[str, float]]]] = {}
     for f in files:
-        for system, runs in f["results"].items():
-            if runs:
-                p50 = statistics.median(r["p50"] for r in runs)
-                p99 = statistics.median(r["p99"] for r in runs)
-                out.setdefault(system, {})[int(f["queues"])] = (p50, p99)
-    return out
+        for system, measured in f["results"].items():
+            runs.setdefault(system, {}).setdefault(int(f["queues"]), []).extend(measured)
+    return {
+        system: {
+            q: (statistics.median(r["p50"] for r in rs), statistics.median(r["p99"] for r in rs))
+            for q, rs in sorted(by_queues.items())
+            if rs
+        }
+        for system, by_queues in runs.items()
+    }
 
 
 def table(by: dict[str, dict[int, tuple[float, float]]]) -> str:
     queues = sorted({q for v in by.values() for q in v})
-    lines = [f"{'system':<26}" + "".join(f"{f'{q} queues p50 / p99':>24}" for q in queues)]
+    lines = [f"{'system':<36}" + "".join(f"{f'{q} queues p50 / p99':>24}" for q in queues)]
     for system, v in by.items():
         cells = [f"{v[q][0]:.0f} / {v[q][1]:.0f} ms" if q in v else "-" for q in queues]
-        lines.append(f"{system:<26}" + "".join(f"{c:>24}" for c in cells))
+        lines.append(f"{system:<36}" + "".join(f"{c:>24}" for c in cells))
     kafka = by.get("kafka", {})
     for system, v in by.items():
         if system != "kafka" and kafka:
             ratios = [f"{v[q][0] / kafka[q][0]:.2f}x" if q in v and q in kafka else "-" for q in queues]
-            lines.append(f"{system + ' p50 / kafka':<26}" + "".join(f"{c:>24}" for c in ratios))
+            lines.append(f"{system + ' p50 / kafka':<36}" + "".join(f"{c:>24}" for c in ratios))
     return "\n".join(lines)
 
 

@@ -50,7 +50,7 @@ def test_peers_figures_option_names_an_unknown_figure(capsys: pytest.CaptureFixt
     assert "--figures: speed; known: produce, consume, source, sink, latency" in capsys.readouterr().err
 
 
-def test_queue_chart_takes_the_median_of_each_files_runs_per_system_and_queue_count() -> None:
+def test_queue_chart_takes_the_median_of_every_run_per_system_and_queue_count() -> None:
     files = [
         {"queues": q, "results": {"staticmq": [{"p50": 10.0 * q, "p99": 20.0}, {"p50": 30.0 * q, "p99": 40.0},
                                                {"p50": 20.0 * q, "p99": 30.0}],
@@ -59,5 +59,7 @@ def test_queue_chart_takes_the_median_of_each_files_runs_per_system_and_queue_co
     ]  # fmt: skip
     by = points(files)
     assert by == {"staticmq": {2: (40.0, 30.0), 8: (160.0, 30.0)}, "kafka": {2: (10.0, 50.0), 8: (10.0, 50.0)}}
+    again = {"queues": 2, "results": {"kafka": [{"p50": 30.0, "p99": 10.0}, {"p50": 40.0, "p99": 10.0}]}}
+    assert points([*files, again])["kafka"][2] == (30.0, 10.0)  # the median of the three runs
     text = queue_table(by)
     assert "4.00x" in text and "16.00x" in text
