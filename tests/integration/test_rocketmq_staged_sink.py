@@ -8,7 +8,8 @@ recovery, ends with every row once, in order, in murmur3(key) mod totalQueues; c
 the commit does not name are never forwarded; a queue remapped before or during the copy gets its
 rows once in its new segment; RocketMQ's Java consumer sees only the rows' own properties; a target
 broker killed mid-copy and a staging broker killed between staging and copy (on a cluster of their
-own) end with every row once.
+own) end with every row once, read back with staticmq's PullConsumer and with RocketMQ's own Java
+push consumer (tests/support/java/PropertiesConsumer.java).
 These drive the backend's sink directly; tests/spark/test_rocketmq.py runs it through Spark."""
 
 from __future__ import annotations
@@ -46,6 +47,29 @@ _n = itertools.count()
 QUEUES = 4
 ROOT = Path(__file__).parents[2]
 JAVA_CONSUMER = ROOT / "tests" / "support" / "java" / "PropertiesConsumer.java"
+
+
+@pytest.fixture(scope="module")
+def java_consumer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The classpath of tests/support/java/PropertiesConsumer.java (RocketMQ's own push consumer),
+    compiled once for this file."""
+    return compile_client(JAVA_CONSUMER, tmp_path_factory.mktemp("java-consumer"))
+
+
+def _java_read(namesrv: str, topic: str, expected: int, classpath: str, workdir: Path) -> list[list[str]]:
+    """[queueId, msgId, body, properties] of every message RocketMQ's own Java push consumer reads
+    from the topic's first offset in a new group (waits for `expected`, then 1 s for duplicates)."""
+    consumed = subprocess.run(
+        ["java", "-Xmx256m", "-cp", classpath, "PropertiesConsumer", namesrv, topic, f"java-{topic}-{next(_n)}",
+         str(expected), "120"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=workdir,
+        env={**os.environ, "ROCKETMQ_HOME": str(workdir), "HOME": str(workdir)},
+    )  # fmt: skip
+    assert consumed.returncode == 0, consumed.stdout[-2000:] + consumed.stderr[-2000:]
+    return [line.split(" ", 4)[1:] for line in consumed.stdout.splitlines() if line.startswith("MSG ")]
 
 
 @pytest.fixture
@@ -114,6 +138,16 @@ def _assert_once_in_order(seen: list[tuple[int, str, str]], want: Counter[str]) 
     for q in range(QUEUES):
         order = [(b.split("-")[0], int(b.split("-")[1])) for qq, _, b in seen if qq == q]
         assert order == sorted(order), f"queue {q}: rows in forwarding order (partition, then row)"
+
+
+def _assert_once_for_both_consumers(
+    cluster: LocalRocketMQ, topic: str, want: Counter[str], java: str, workdir: Path
+) -> None:
+    """Every row once, in order, in murmur3(key) mod totalQueues as staticmq's PullConsumer reads the
+    topic, and once as RocketMQ's own Java consumer reads it."""
+    _assert_once_in_order(_settled(cluster.address, topic, want), want)
+    bodies = Counter(body for _, _, body, _ in _java_read(cluster.namesrv, topic, want.total(), java, workdir))
+    assert bodies == want, "RocketMQ's Java consumer reads every row once"
 
 
 def _settings(ns: str, topic: str, request_bytes: int = 8 << 20) -> WriteSettings:
@@ -198,25 +232,15 @@ def test_chunks_of_an_attempt_not_named_in_the_commit_are_never_forwarded(
 
 
 def test_a_rocketmq_java_consumer_sees_only_the_rows_own_properties(
-    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, tmp_path: Path
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, java_consumer: str, tmp_path: Path
 ) -> None:
     settings = _settings(rocketmq_cluster.address, topic)
     tasks = [write_task(sink, settings, "q-props", 0, p, [_rows(f"j{p}", 300, props=True)]) for p in range(2)]
     assert sink.commit(settings, "q-props", 0, tasks) == 600
-    java = ["java", "-Xmx256m", "-cp", compile_client(JAVA_CONSUMER, tmp_path), "PropertiesConsumer"]
-    consumed = subprocess.run(
-        [*java, rocketmq_cluster.namesrv, topic, f"props-{os.getpid()}-{next(_n)}", "600", "120"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=tmp_path,
-        env={**os.environ, "ROCKETMQ_HOME": str(tmp_path), "HOME": str(tmp_path)},
-    )
-    assert consumed.returncode == 0, consumed.stdout[-2000:] + consumed.stderr[-2000:]
-    lines = [line.split(" ", 4) for line in consumed.stdout.splitlines() if line.startswith("MSG ")]
-    assert Counter(body for _, _, _, body, _ in lines) == _want("j", 2, 300), "every row once"
-    assert len({msg_id for _, _, msg_id, _, _ in lines}) == 600, "each row its own UNIQ_KEY (the Java msgId)"
-    for _, queue, _, body, props in lines:
+    lines = _java_read(rocketmq_cluster.namesrv, topic, 600, java_consumer, tmp_path)
+    assert Counter(body for _, _, body, _ in lines) == _want("j", 2, 300), "every row once"
+    assert len({msg_id for _, msg_id, _, _ in lines}) == 600, "each row its own UNIQ_KEY (the Java msgId)"
+    for queue, _, body, props in lines:
         named = dict(kv.split("=", 1) for kv in props.split(","))
         user = {k: v for k, v in named.items() if k not in SYSTEM_PROPERTIES}
         i = int(body.split("-")[1])
@@ -229,7 +253,7 @@ def test_a_rocketmq_java_consumer_sees_only_the_rows_own_properties(
 
 
 def test_driver_killed_before_the_decision_is_recorded_leaves_nothing_visible_and_the_replay_commits(
-    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, tmp_path: Path
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, java_consumer: str, tmp_path: Path
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
     first = _stage(sink, settings, "q-kill-before", "f", 2, 200)
@@ -238,11 +262,11 @@ def test_driver_killed_before_the_decision_is_recorded_leaves_nothing_visible_an
     assert sink.recorded(settings, "q-kill-before", 0) is None
     replay = _stage(sink, settings, "q-kill-before", "s", 2, 200)  # nothing decided: the replay's rows count
     _child(ns, tmp_path, settings, "q-kill-before", replay, "none")
-    _assert_once_in_order(_settled(ns, topic, _want("s", 2, 200)), _want("s", 2, 200))
+    _assert_once_for_both_consumers(rocketmq_cluster, topic, _want("s", 2, 200), java_consumer, tmp_path)
 
 
 def test_driver_killed_right_after_the_decision_lands_the_first_runs_rows_once_despite_a_different_replay(
-    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, tmp_path: Path
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, java_consumer: str, tmp_path: Path
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic, request_bytes=3000)
     first = _stage(sink, settings, "q-kill-decided", "f", 2, 300)
@@ -250,11 +274,11 @@ def test_driver_killed_right_after_the_decision_lands_the_first_runs_rows_once_d
     assert _visible(ns, topic) == [], "decided, nothing forwarded yet"
     replay = _stage(sink, settings, "q-kill-decided", "s", 2, 300)  # a replay computing different rows
     _child(ns, tmp_path, settings, "q-kill-decided", replay, "none")
-    _assert_once_in_order(_settled(ns, topic, _want("f", 2, 300)), _want("f", 2, 300))
+    _assert_once_for_both_consumers(rocketmq_cluster, topic, _want("f", 2, 300), java_consumer, tmp_path)
 
 
 def test_driver_killed_mid_forward_with_a_send_unanswered_recovers_copying_only_what_is_missing_in_order(
-    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, tmp_path: Path
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, java_consumer: str, tmp_path: Path
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic, request_bytes=3000)
     first = _stage(sink, settings, "q-kill-mid", "f", 2, 300)
@@ -264,11 +288,11 @@ def test_driver_killed_mid_forward_with_a_send_unanswered_recovers_copying_only_
     assert 0 < len(before) < 600, f"{len(before)} rows landed before the kill"
     recovered = sink.commit(settings, "q-kill-mid", 0, _stage(sink, settings, "q-kill-mid", "s", 2, 300))
     assert recovered == 600 - len(before), "the recovery sent only the rows that had not landed"
-    _assert_once_in_order(_settled(ns, topic, _want("f", 2, 300)), _want("f", 2, 300))
+    _assert_once_for_both_consumers(rocketmq_cluster, topic, _want("f", 2, 300), java_consumer, tmp_path)
 
 
 def test_a_second_driver_crash_during_the_recovery_copy_is_safe_too(
-    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, tmp_path: Path
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, java_consumer: str, tmp_path: Path
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic, request_bytes=2500)
     first = _stage(sink, settings, "q-kill-twice", "f", 2, 300)
@@ -280,14 +304,14 @@ def test_a_second_driver_crash_during_the_recovery_copy_is_safe_too(
     landed_twice = len(_settled(ns, topic))
     assert landed_once < landed_twice < 600
     _child(ns, tmp_path, settings, "q-kill-twice", replay, "none")
-    _assert_once_in_order(_settled(ns, topic, _want("f", 2, 300)), _want("f", 2, 300))
+    _assert_once_for_both_consumers(rocketmq_cluster, topic, _want("f", 2, 300), java_consumer, tmp_path)
 
 
 # ---------------------------------------------------------------------------- remaps
 
 
 def test_a_target_queue_remapped_between_staging_and_commit_gets_its_rows_once_in_its_new_segment(
-    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, java_consumer: str, tmp_path: Path
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
     brokers = sorted(rocketmq_cluster.broker_names)
@@ -295,13 +319,13 @@ def test_a_target_queue_remapped_between_staging_and_commit_gets_its_rows_once_i
     with Admin(ns) as admin:
         admin.remapping_static_topic(topic, brokers=brokers[:1])
     assert sink.commit(settings, "q-remap", 0, tasks) == 400
-    _assert_once_in_order(_settled(ns, topic, _want("m", 2, 200)), _want("m", 2, 200))
+    _assert_once_for_both_consumers(rocketmq_cluster, topic, _want("m", 2, 200), java_consumer, tmp_path)
     _, leaders = sink.leaders.of(topic)
     assert {lead.bname for lead in leaders.values()} == {brokers[0]}
 
 
 def test_a_target_queue_remapped_during_the_copy_gets_its_rows_once_and_the_commit_succeeds(
-    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink
+    rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQStagedSink, java_consumer: str, tmp_path: Path
 ) -> None:
     """After a queue's first chunk is forwarded, every queue moves to the broker that did not lead that
     queue: its later chunks meet a stale route (the old leader refuses them) and go to the new segment."""
@@ -328,8 +352,7 @@ def test_a_target_queue_remapped_during_the_copy_gets_its_rows_once_and_the_comm
         assert sink.commit(settings, "q-remap-mid", 0, tasks) == 600
     finally:
         sink.hook = lambda step, what: None
-    seen = _settled(ns, topic, _want("m", 2, 300))
-    _assert_once_in_order(seen, _want("m", 2, 300))
+    _assert_once_for_both_consumers(rocketmq_cluster, topic, _want("m", 2, 300), java_consumer, tmp_path)
     chain = sink.leaders.chain(topic, moved[0])
     assert len(chain) == 2, "the queue was remapped mid-copy"
     with PullConsumer(ns) as consumer:
@@ -358,7 +381,9 @@ def _killable_topic(cluster: LocalRocketMQ) -> str:
     return name
 
 
-def test_a_target_broker_killed_mid_copy_ends_with_every_row_once_after_its_restart(killable: LocalRocketMQ) -> None:
+def test_a_target_broker_killed_mid_copy_ends_with_every_row_once_after_its_restart(
+    killable: LocalRocketMQ, java_consumer: str, tmp_path: Path
+) -> None:
     ns, topic = killable.address, _killable_topic(killable)
     backend = open_backend(ns)
     try:
@@ -396,14 +421,13 @@ def test_a_target_broker_killed_mid_copy_ends_with_every_row_once_after_its_rest
         copying.join(180)
         assert not copying.is_alive() and "error" not in outcome, outcome
         assert isinstance(outcome["rows"], int) and outcome["rows"] <= 600
-        seen = _settled(ns, topic, _want("t", 2, 300))
-        _assert_once_in_order(seen, _want("t", 2, 300))
+        _assert_once_for_both_consumers(killable, topic, _want("t", 2, 300), java_consumer, tmp_path)
     finally:
         backend.close()
 
 
 def test_a_staging_broker_killed_between_staging_and_copy_fails_the_commit_until_it_is_back_then_every_row_once(
-    killable: LocalRocketMQ,
+    killable: LocalRocketMQ, java_consumer: str, tmp_path: Path
 ) -> None:
     ns, topic = killable.address, _killable_topic(killable)
     backend = open_backend(ns)
@@ -420,7 +444,7 @@ def test_a_staging_broker_killed_between_staging_and_copy_fails_the_commit_until
         killable.start_broker(victim)
         killable.wait_registered()
         wait_until(lambda: _commits(sink, settings, tasks), 120, message="a commit after the broker's restart")
-        _assert_once_in_order(_settled(ns, topic, _want("s", 2, 250)), _want("s", 2, 250))
+        _assert_once_for_both_consumers(killable, topic, _want("s", 2, 250), java_consumer, tmp_path)
     finally:
         backend.close()
 
