@@ -16,7 +16,6 @@ import atexit
 import base64
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -24,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 
 from staticmq_spark.jvm_artifacts import fetch_artifacts
+from staticmq_spark.local_clusters.ports import free_port
 
 KAFKA_VERSION = "4.1.0"
 LOG4J_VERSION = "2.24.3"
@@ -43,12 +43,6 @@ LOG4J2 = """Configuration:
 
 def kafka_jars() -> list[Path]:
     return fetch_artifacts(f"kafka-{KAFKA_VERSION}", KAFKA_COORDINATES)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def java() -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from staticmq_spark.local_clusters.ports import free_port
 
 INSTALL_HINT = (
     "redis-server is not installed; this benchmark starts its own Redis.\n"
@@ -29,12 +30,6 @@ def redis_available() -> bool:
         print(INSTALL_HINT, file=sys.stderr)
         return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedisServer:

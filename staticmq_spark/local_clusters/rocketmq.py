@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from staticmq_spark.errors import StaticMQError
 from staticmq_spark.jvm_artifacts import bundle_dir, fetch_artifacts
+from staticmq_spark.local_clusters.ports import free_port
 
 if TYPE_CHECKING:
     from staticmq_spark.tls_files import TlsFiles
@@ -82,9 +83,7 @@ def _free(port: int) -> bool:
 def _broker_port() -> int:
     """A port P with P-2 (fast channel) and P+1 (HA) free too."""
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
+        port = free_port()
         if port > 1026 and port < 65000 and all(_free(p) for p in (port - 2, port, port + 1)):
             return port
     raise RocketMQClusterError("found no free port triple for a RocketMQ broker")

@@ -7,7 +7,6 @@ RocketMQ; a broker that answered before and is killed with kill -9 is retried un
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +20,7 @@ from staticmq_spark.backends.types import PLAIN, BrokerState, ClientSecurity
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.errors import NameServerUnreachableError, TlsError
 from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.ports import free_port
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from staticmq_spark.protocol.consume.pull_status import PullStatus
 from staticmq_spark.tls_files import TlsFiles, write_tls_files
@@ -40,12 +40,6 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Loca
         with Admin(cluster.namesrv, **cluster.client_options) as admin:
             admin.update_static_topic(TOPIC, 2, cluster="DefaultCluster")
         yield cluster, tls
-
-
-def closed_port() -> int:
-    with socket.socket() as s:  # bound, then closed: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def plan(namesrv: str, security: ClientSecurity = PLAIN, topic: str = TOPIC) -> dict[str, BrokerState]:
@@ -97,7 +91,7 @@ def test_a_ca_given_for_a_plain_cluster_fails_in_seconds_as_a_tls_error(
 
 
 def test_a_wrong_port_fails_in_seconds_naming_the_address() -> None:
-    wrong = f"127.0.0.1:{closed_port()}"
+    wrong = f"127.0.0.1:{free_port()}"  # nothing listens there
     failing_fast(
         lambda: plan(wrong),
         NameServerUnreachableError,
@@ -106,7 +100,7 @@ def test_a_wrong_port_fails_in_seconds_naming_the_address() -> None:
 
 
 def test_a_wrong_rocketmq_port_fails_in_seconds_naming_the_address() -> None:
-    wrong = f"127.0.0.1:{closed_port()}"
+    wrong = f"127.0.0.1:{free_port()}"  # nothing listens there
     failing_fast(
         lambda: plan(f"rocketmq://{wrong}"),
         NameServerUnreachableError,

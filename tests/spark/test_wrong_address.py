@@ -4,7 +4,6 @@ retryTimeoutMs, is only for a broker that was up and went away)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from staticmq_spark.client import Admin
 from staticmq_spark.local_clusters import LocalCluster
+from staticmq_spark.local_clusters.ports import free_port
 from staticmq_spark.tls_files import write_tls_files
 
 pytestmark = pytest.mark.spark
@@ -33,14 +33,8 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClust
         yield cluster
 
 
-def closed_port() -> int:
-    with socket.socket() as s:  # bound, then closed: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_cli_with_a_wrong_name_server_fails_fast_naming_it() -> None:
-    wrong = f"127.0.0.1:{closed_port()}"
+    wrong = f"127.0.0.1:{free_port()}"  # nothing listens there
     started = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "staticmq_spark.cli", "pull", "-n", wrong, "-t", "orders"],
@@ -54,7 +48,7 @@ def test_cli_with_a_wrong_name_server_fails_fast_naming_it() -> None:
 
 
 def test_spark_read_with_a_wrong_name_server_fails_fast_naming_it(spark: SparkSession) -> None:
-    wrong = f"127.0.0.1:{closed_port()}"
+    wrong = f"127.0.0.1:{free_port()}"  # nothing listens there
     started = time.monotonic()
     with pytest.raises(PySparkException, match=f"no name server at {wrong} has answered: connection refused"):
         spark.read.format("staticmq").option("namesrv", wrong).option("topic", "orders").load().collect()

@@ -8,11 +8,11 @@ broker's."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from pathlib import Path
 
 from staticmq_spark.jvm_artifacts import bundle_dir, fetch_artifacts
+from staticmq_spark.local_clusters.ports import free_port
 from staticmq_spark.local_clusters.rocketmq import ROCKETMQ_VERSION, LocalRocketMQ, RocketMQClusterError, jvm_command
 from tests.support.rocketmq_tools import compile_client
 from tests.support.waiting import wait_until
@@ -21,12 +21,6 @@ PROXY_BUNDLE = f"rocketmq-proxy-{ROCKETMQ_VERSION}"
 CLIENT_JAVA_VERSION = "5.0.8"  # rocketmq-clients' Java client, the newest on Maven Central here
 CLIENT_JAVA_BUNDLE = f"rocketmq-client-java-{CLIENT_JAVA_VERSION}"
 READY = "rocketmq-proxy startup successfully"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalRocketMQProxy:
@@ -46,12 +40,12 @@ class LocalRocketMQProxy:
     def start(self) -> LocalRocketMQProxy:
         fetch_artifacts(PROXY_BUNDLE, [f"org.apache.rocketmq:rocketmq-proxy:{ROCKETMQ_VERSION}"])
         self.root.mkdir(parents=True, exist_ok=True)
-        self.grpc_port = _free_port()
+        self.grpc_port = free_port()
         config = {
             "rocketMQClusterName": "DefaultCluster",
             "namesrvAddr": self.cluster.namesrv,
             "grpcServerPort": self.grpc_port,
-            "remotingListenPort": _free_port(),
+            "remotingListenPort": free_port(),
             # a client's receive waits at least 10 s by default; the tests use shorter invisible times
             "minInvisibleTimeMillsForRecv": 1000,
         }

@@ -25,6 +25,7 @@ from typing import Any
 
 import pyspark
 
+from staticmq_spark.local_clusters.ports import free_port
 from tests.support.waiting import wait_until
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -36,12 +37,6 @@ EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 # The master's and workers' own JVMs: small heaps, one GC thread.
 DAEMON_ENV = {"SPARK_DAEMON_MEMORY": "256m", "SPARK_DAEMON_JAVA_OPTS": "-XX:+UseSerialGC"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spark_env() -> dict[str, str]:
