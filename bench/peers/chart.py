@@ -40,13 +40,8 @@ def groups(records: list[dict[str, Any]]) -> list[tuple[str, dict[str, float]]]:
 
 def draw(records: list[dict[str, Any]], path: str | Path) -> bool:
     """Write the chart to `path`; False (and a message) when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("matplotlib is not installed (pip install -e '.[dev]'): no chart drawn")
+    plt = pyplot()
+    if plt is None:
         return False
     rows = groups(records)
     systems = [s for s in COLORS if any(s in v for _, v in rows)]
@@ -63,10 +58,29 @@ def draw(records: list[dict[str, Any]], path: str | Path) -> bool:
     ax.set_ylabel("value / Kafka's (latency: lower is better)", fontsize=8)
     ax.set_title("bench.peers: staticmq, staticmq on RocketMQ and RocketMQ next to Kafka", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
+    save(plt, fig, path)
+    return True
+
+
+def pyplot() -> Any | None:
+    """matplotlib's pyplot drawing into files (the Agg backend), or None (and a message) when
+    matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib is not installed (pip install -e '.[dev]'): no chart drawn")
+        return None
+    return plt
+
+
+def save(plt: Any, fig: Any, path: str | Path) -> None:
+    """Lay out, write (150 dpi) and close a figure."""
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

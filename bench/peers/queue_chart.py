@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.report import log
+from bench.peers.chart import pyplot, save
 
 STYLES = {"staticmq": "#1f77b4", "staticmq-with-messages": "#9467bd", "staticmq-driver-read": "#17becf",
           "kafka": "#7f7f7f"}  # fmt: skip
@@ -56,13 +57,8 @@ def table(by: dict[str, dict[int, tuple[float, float]]]) -> str:
 
 
 def draw(by: dict[str, dict[int, tuple[float, float]]], path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("matplotlib is not installed (pip install -e '.[dev]'): no chart drawn")
+    plt = pyplot()
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     for system, v in by.items():
@@ -75,9 +71,7 @@ def draw(by: dict[str, dict[int, tuple[float, float]]], path: Path) -> bool:
     ax.set_xticks(sorted({q for v in by.values() for q in v}))
     ax.set_title("trigger_phases: latency against the number of queues", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    save(plt, fig, path)
     return True
 
 

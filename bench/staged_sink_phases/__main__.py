@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import statistics
 import sys
 import tempfile
@@ -24,19 +23,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from bench.common.cpu import cpu_of
 from bench.common.report import log
 from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE
 from staticmq_spark.backends.registry import open_backend
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from staticmq_spark.sink.placement import placed_rows
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def jvm_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def task_batches(task: int, rows: int, size: int) -> list[pa.RecordBatch]:
@@ -78,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     sink = backend.sink(mode)
                     profile = args.profile and run == args.repeat and mode == EXACTLY_ONCE
-                    t0, p0, b0 = time.monotonic(), time.process_time(), jvm_cpu_s(broker)
+                    t0, p0, b0 = time.monotonic(), time.process_time(), cpu_of([broker])
                     prof = cProfile.Profile() if profile else None
                     if prof:
                         prof.enable()
@@ -91,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                     if prof:
                         prof.disable()
                         prof.dump_stats(Path(args.profile) / "tasks.prof")
-                    t1, p1, b1 = time.monotonic(), time.process_time(), jvm_cpu_s(broker)
+                    t1, p1, b1 = time.monotonic(), time.process_time(), cpu_of([broker])
                     if prof:
                         prof = cProfile.Profile()
                         prof.enable()
@@ -99,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                     if prof:
                         prof.disable()
                         prof.dump_stats(Path(args.profile) / "commit.prof")
-                    t2, p2, b2 = time.monotonic(), time.process_time(), jvm_cpu_s(broker)
+                    t2, p2, b2 = time.monotonic(), time.process_time(), cpu_of([broker])
                     rate[mode] = rows / (t2 - t0)
                     log(
                         f"{mode:15s} run {run}: tasks {t1 - t0:5.2f} s (python {p1 - p0:5.2f}, broker {b1 - b0:5.2f} "
