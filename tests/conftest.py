@@ -20,6 +20,8 @@ from tests.support.clusters_under_test import (
     rocketmq_under_test,
     staticmq_under_test,
 )
+from tests.support.rocketmq_tools import compile_client
+from tests.support.staged_sink_checks import JAVA_CONSUMER
 
 _names = itertools.count()
 
@@ -68,6 +70,13 @@ def rocketmq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
         yield cluster.start()
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="session")
+def java_consumer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The classpath of tests/support/java/PropertiesConsumer.java (RocketMQ's own push consumer,
+    read by `staged_sink_checks.java_read`), compiled once per session."""
+    return compile_client(JAVA_CONSUMER, tmp_path_factory.mktemp("java-consumer"))
 
 
 @pytest.fixture(scope="session")
