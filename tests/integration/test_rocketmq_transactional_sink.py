@@ -31,12 +31,12 @@ from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.local_clusters.rocketmq import TRANSACTION_TIMEOUT_MS, LocalRocketMQ
 from tests.support.rocketmq_tools import update_broker_config
 from tests.support.sink_tasks import write_task
+from tests.support.staged_sink_checks import QUEUES, batch_of, visible
 from tests.support.static_helpers import read_queue
 from tests.support.waiting import wait_until
 
 _n = itertools.count()
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # RocketMQ's queue of half messages, one queue per broker
-QUEUES = 4
 
 
 @pytest.fixture
@@ -57,27 +57,6 @@ def sink(rocketmq_cluster: LocalRocketMQ) -> Iterator[RocketMQTransactionalSink]
     backend.close()
 
 
-def _rows(label: str, n: int) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {"key": [f"user-{i % 23}" for i in range(n)], "value": [f"{label}-{i}".encode() for i in range(n)]}
-    )
-
-
-def _visible(ns: str, topic: str) -> list[tuple[int, str, str]]:
-    """(logic queue, key, body) of every readable message, across segments."""
-    found = []
-    with PullConsumer(ns) as consumer:
-        for q in range(QUEUES):
-            offset, end = consumer.min_offset(topic, q), consumer.max_offset(topic, q)
-            while offset < end:
-                got = consumer.pull(topic, q, offset, max_messages=256)
-                found += [(q, m["key"], m["body"].decode()) for m in got.messages()]
-                if got.next_offset <= offset:
-                    break
-                offset = got.next_offset
-    return found
-
-
 def _settings(ns: str, topic: str) -> WriteSettings:
     return WriteSettings(namesrv=ns, topic=topic)
 
@@ -86,11 +65,11 @@ def test_half_messages_stay_invisible_until_the_commit_and_are_visible_once_afte
     rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
-    tasks = [write_task(sink, settings, "q-visible", 0, p, [_rows(f"p{p}", 300)]) for p in range(2)]
+    tasks = [write_task(sink, settings, "q-visible", 0, p, [batch_of(f"p{p}", 300)]) for p in range(2)]
     assert sum(t.rows for t in tasks) == 600
-    assert _visible(ns, topic) == [], "halves are not readable before the commit"
+    assert visible(ns, topic) == [], "halves are not readable before the commit"
     assert sink.commit(settings, "q-visible", 0, tasks) == 600
-    seen = _visible(ns, topic)
+    seen = visible(ns, topic)
     assert Counter(body for _, _, body in seen) == Counter(f"p{p}-{i}" for p in range(2) for i in range(300))
     assert all(queue_for_key(key, QUEUES) == q for q, key, _ in seen), "rows sit in murmur3(key) mod totalQueues"
 
@@ -101,7 +80,7 @@ def test_a_replayed_batch_completes_the_recorded_decision_without_committing_any
     """A driver recorded the decision and committed some halves, then died: the restarted query
     replays the batch (new halves), and its commit completes the old decision instead."""
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
-    first = [write_task(sink, settings, "q-replay", 7, p, [_rows(f"p{p}", 200)]) for p in range(2)]
+    first = [write_task(sink, settings, "q-replay", 7, p, [batch_of(f"p{p}", 200)]) for p in range(2)]
     runs = [run for t in first for run in t.detail]
     decision = Decision(topic, "q-replay", 7, runs, sink._tails(topic, runs))
     sink._log(settings.decision_topic).record(decision)
@@ -128,22 +107,22 @@ def test_a_replayed_batch_completes_the_recorded_decision_without_committing_any
         commit=True,
     )
     already = half_done.count + k
-    replay = [write_task(sink, settings, "q-replay", 7, p, [_rows(f"p{p}", 200)]) for p in range(2)]
+    replay = [write_task(sink, settings, "q-replay", 7, p, [batch_of(f"p{p}", 200)]) for p in range(2)]
     assert sink.commit(settings, "q-replay", 7, replay) == 400 - already
-    seen = Counter(body for _, _, body in _visible(ns, topic))
+    seen = Counter(body for _, _, body in visible(ns, topic))
     assert seen == Counter(f"p{p}-{i}" for p in range(2) for i in range(200)), "every row exactly once"
     assert sink.commit(settings, "q-replay", 7, replay) == 0, "a second replay commits nothing"
-    assert Counter(body for _, _, body in _visible(ns, topic)) == seen
+    assert Counter(body for _, _, body in visible(ns, topic)) == seen
 
 
-def test_halves_of_a_task_attempt_that_never_reached_the_driver_are_never_visible(
+def test_halves_of_a_task_attempt_that_never_reached_the_driver_are_nevervisible(
     rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
-    write_task(sink, settings, "q-attempts", 0, 0, [_rows("lost", 150)])  # its executor "died"
-    retried = write_task(sink, settings, "q-attempts", 0, 0, [_rows("lost", 150)])
+    write_task(sink, settings, "q-attempts", 0, 0, [batch_of("lost", 150)])  # its executor "died"
+    retried = write_task(sink, settings, "q-attempts", 0, 0, [batch_of("lost", 150)])
     assert sink.commit(settings, "q-attempts", 0, [retried]) == 150
-    assert Counter(body for _, _, body in _visible(ns, topic)) == Counter(f"lost-{i}" for i in range(150))
+    assert Counter(body for _, _, body in visible(ns, topic)) == Counter(f"lost-{i}" for i in range(150))
 
 
 def test_a_queue_remapped_between_prepare_and_commit_rolls_the_batch_back_and_a_replay_lands_on_the_new_leader(
@@ -151,16 +130,16 @@ def test_a_queue_remapped_between_prepare_and_commit_rolls_the_batch_back_and_a_
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
     brokers = sorted(rocketmq_cluster.broker_names)
-    tasks = [write_task(sink, settings, "q-remap", 3, 0, [_rows("r", 120)])]
+    tasks = [write_task(sink, settings, "q-remap", 3, 0, [batch_of("r", 120)])]
     with Admin(ns) as admin:
         admin.remapping_static_topic(topic, brokers=brokers[:1])
     with pytest.raises(ConflictError, match="remapped while micro-batch 3"):
         sink.commit(settings, "q-remap", 3, tasks)
-    assert _visible(ns, topic) == [], "nothing of the rolled-back batch is visible"
-    replay = [write_task(sink, settings, "q-remap", 3, 0, [_rows("r", 120)])]
+    assert visible(ns, topic) == [], "nothing of the rolled-back batch is visible"
+    replay = [write_task(sink, settings, "q-remap", 3, 0, [batch_of("r", 120)])]
     assert {run.bname for run in replay[0].detail} == {brokers[0]}
     assert sink.commit(settings, "q-remap", 3, replay) == 120
-    seen = _visible(ns, topic)
+    seen = visible(ns, topic)
     assert Counter(body for _, _, body in seen) == Counter(f"r-{i}" for i in range(120))
     assert all(queue_for_key(key, QUEUES) == q for q, key, _ in seen)
 
@@ -182,14 +161,14 @@ def test_a_broker_killed_and_restarted_between_prepare_and_commit_keeps_its_halv
     rocketmq_cluster: LocalRocketMQ, topic: str, sink: RocketMQTransactionalSink
 ) -> None:
     ns, settings = rocketmq_cluster.address, _settings(rocketmq_cluster.address, topic)
-    tasks = [write_task(sink, settings, "q-restart", 0, p, [_rows(f"k{p}", 250)]) for p in range(2)]
+    tasks = [write_task(sink, settings, "q-restart", 0, p, [batch_of(f"k{p}", 250)]) for p in range(2)]
     victim = sorted(rocketmq_cluster.broker_names)[-1]
     assert victim in {run.bname for t in tasks for run in t.detail}
     rocketmq_cluster.kill(victim)  # kill -9 of the broker's JVM
     rocketmq_cluster.start_broker(victim)
     rocketmq_cluster.wait_registered()
     assert sink.commit(settings, "q-restart", 0, tasks) == 500
-    seen = _visible(ns, topic)
+    seen = visible(ns, topic)
     assert Counter(body for _, _, body in seen) == Counter(f"k{p}-{i}" for p in range(2) for i in range(250))
     assert all(queue_for_key(key, QUEUES) == q for q, key, _ in seen)
 
@@ -211,7 +190,7 @@ def test_a_half_the_broker_discarded_after_its_checks_is_still_committed_by_a_de
         sink = backend.sink(EXACTLY_ONCE_TRANSACTIONAL)
         assert isinstance(sink, RocketMQTransactionalSink)
         settings = _settings(ns, "slow")
-        tasks = [write_task(sink, settings, "q-slow", 0, 0, [_rows("late", 80)])]
+        tasks = [write_task(sink, settings, "q-slow", 0, 0, [batch_of("late", 80)])]
         discarded = cluster.root / "broker-a" / "home" / "logs" / "rocketmqlogs" / "transaction.log"
         wait_until(
             lambda: discarded.exists() and "TRANS_CHECK_MAXTIME" in discarded.read_text(errors="replace"),
@@ -257,7 +236,7 @@ def _write_then_commit(cluster: LocalRocketMQ, label: str, rows: int, wait_s: fl
         sink = backend.sink(EXACTLY_ONCE_TRANSACTIONAL)
         assert isinstance(sink, RocketMQTransactionalSink)
         settings = _settings(cluster.address, "waits")
-        tasks = [write_task(sink, settings, f"q-{label}", 0, 0, [_rows(label, rows)])]
+        tasks = [write_task(sink, settings, f"q-{label}", 0, 0, [batch_of(label, rows)])]
         time.sleep(wait_s)
         assert sink.commit(settings, f"q-{label}", 0, tasks) == rows
     finally:
