@@ -13,6 +13,7 @@ calls, a Python worker per read task, the Arrow hand-off), the part no Python so
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from staticmq_spark.source.schema import TIMESTAMP, arrow_schema, constant_strings, spark_schema
 from staticmq_spark.worker_heap import frozen_after
 
 RECORD = 100
@@ -46,6 +48,8 @@ class FloorSource(DataSource):
         return "bench_floor"
 
     def schema(self) -> StructType:
+        if self.options.get("schema") == "staticmq":
+            return spark_schema(include_properties=True)
         return StructType([StructField("value", BinaryType(), True)])
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -53,7 +57,8 @@ class FloorSource(DataSource):
             raise PySparkNotImplementedError(  # pyspark then asks simpleStreamReader
                 errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
             )
-        return FloorReader(self.options["path"], int(self.options.get("partitions", "2")))
+        wide = self.options.get("schema") == "staticmq"
+        return FloorReader(self.options["path"], int(self.options.get("partitions", "2")), wide)
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         return DriverFloorReader(self.options["path"])
@@ -66,9 +71,10 @@ class Range(InputPartition):
 
 
 class FloorReader(DataSourceStreamReader):
-    def __init__(self, path: str, partitions: int) -> None:
+    def __init__(self, path: str, partitions: int, wide: bool = False) -> None:
         self.path = path
         self.count = partitions
+        self.wide = wide
 
     def initialOffset(self) -> dict[str, Any]:
         return {"n": records(self.path)}  # like startingOffsets=latest
@@ -94,11 +100,26 @@ class FloorReader(DataSourceStreamReader):
         with open(self.path, "rb") as f:
             raw = os.pread(f.fileno(), n * RECORD, partition.start * RECORD)
         values = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(_offsets(n)), pa.py_buffer(raw)])
-        yield pa.RecordBatch.from_arrays([values], names=["value"])
+        if not self.wide:
+            yield pa.RecordBatch.from_arrays([values], names=["value"])
+            return
+        yield pa.RecordBatch.from_arrays(_staticmq_columns(values, partition.start), schema=arrow_schema(True))
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to commit: the records stay in their file, and the floor is what a source pays
         with no commit work of its own."""
+
+
+def _staticmq_columns(values: pa.Array, start: int) -> list[pa.Array]:
+    """The records in staticmq's source schema (11 columns, a map among them): constant strings,
+    the record numbers as offsets, now as both timestamps, no key, tags or properties."""
+    n = len(values)
+    offsets = pa.array(range(start, start + n), pa.int64())
+    now = pa.array([time.time_ns() // 1000] * n, pa.int64()).view(TIMESTAMP)
+    nulls = pa.nulls(n, pa.string())
+    properties = pa.nulls(n, arrow_schema(True).field("properties").type)
+    return [constant_strings("floor", n), pa.array([0] * n, pa.int32()), offsets, nulls, nulls, values, properties,
+            now, now, constant_strings("floor", n), offsets]  # fmt: skip
 
 
 def _offsets(n: int) -> bytes:

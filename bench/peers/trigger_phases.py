@@ -78,7 +78,12 @@ def senders(
         "staticmq-driver-read": lambda v: producer.send(TOPIC, v, key="user-1"),
         "kafka": kafka_send,
     }
-    for system in ("python-floor", "python-floor-driver", *(f"python-floor-{n}" for n in range(1, 9))):
+    for system in (
+        "python-floor",
+        "python-floor-driver",
+        "python-floor-1-wide",
+        *(f"python-floor-{n}" for n in range(1, 9)),
+    ):
         send[system] = lambda v: floor_source.append(floor_path, v)
     return send, producer.close
 
@@ -90,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", default="staticmq,staticmq-with-messages,kafka,python-floor,python-floor-1")
     parser.add_argument("--queues", type=int, default=2, help="logic queues / partitions of both topics")
     parser.add_argument("--json", help="also write {queues, results: {system: [run medians]}} here")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     args = parser.parse_args(argv)
     if args.queues < 1:
         parser.error(f"--queues must be at least 1, got {args.queues}")
@@ -123,10 +129,13 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
             floor = {"path": f"{tmp}/floor.queue", "partitions": str(n)}
             ends[f"python-floor-{n}"] = Endpoint(f"python-floor-{n}", "bench_floor", floor)
         ends["python-floor"] = ends["python-floor-2"]
+        wide = {"path": f"{tmp}/floor.queue", "partitions": "1", "schema": "staticmq"}
+        ends["python-floor-1-wide"] = Endpoint("python-floor-1-wide", "bench_floor", wide)
         driver = {"path": f"{tmp}/floor.queue", "partitions": "driver"}
         ends["python-floor-driver"] = Endpoint("python-floor-driver", "bench_floor", driver)
         conf = {"spark.jars": ",".join(str(j) for j in spark_kafka_jars()), "spark.driver.memory": "1g"}
         conf["spark.sql.streaming.numRecentProgressUpdates"] = "10000"
+        conf.update(setting.split("=", 1) for setting in args.conf)
         spark = spark_session("staticmq-bench-phases", conf)
         send, close = senders(cluster.namesrv, kafka.bootstrap, f"{tmp}/floor.queue")
         register(spark, floor_source.FloorSource)  # the same worker start as staticmq's

@@ -1,5 +1,6 @@
 """The `sitecustomize` of staticmq's Spark Python workers: it rewrites `sys.path` at their start,
-taking Spark's zipped pyspark off it when the same pyspark is installed (see `__init__`).
+taking Spark's zipped pyspark off it when the same pyspark is installed (see `__init__`), and makes
+the worker daemon's task sockets acknowledge what the JVM sends at once (`acks_at_once`).
 
 Spark puts `$SPARK_HOME/python/lib/pyspark.zip` (and py4j's zip) first on a worker's path. Python
 cannot cache the bytecode of modules imported from a zip, so every new worker compiles pyspark's
@@ -16,11 +17,15 @@ jars on the path (Spark adds spark-core's jar; Python reads a jar's directory li
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
+import itertools
 import os
+import socket
 import sys
 import zipimport
+from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ZIPPED = (("pyspark.zip", "pyspark"), ("py4j-", "py4j"))  # (file name prefix of the zip, package)
@@ -105,7 +110,52 @@ def _forget_finders(entries: set[str]) -> None:
         sys.path_importer_cache.pop(entry, None)
 
 
+def acks_at_once(sock: socket.socket) -> None:
+    """Leave TCP's delayed-acknowledgement mode on a worker's task socket before the task is read.
+
+    Neither Spark's JVM nor pyspark's daemon turns off Nagle's algorithm on the socket of a Python
+    task (TCP, unless spark.python.unix.domain.socket.enabled). The JVM writes a task in pieces:
+    the piece after the first waits for the first one's acknowledgement, and the worker, which
+    answered the previous task on that socket, delays that acknowledgement by up to 40 ms (Linux's
+    delayed ACK in its "ping-pong" mode). Every read task waited for it: 20-40 ms of a 0-second
+    trigger's addBatch on 2 cores (docs/investigations/2026-11-28-python-task-socket.md).
+    TCP_QUICKACK leaves that mode until the worker next answers, so the worker acknowledges each
+    piece as it reads it. Sockets that are not TCP, and systems without TCP_QUICKACK, are left
+    as they are."""
+    quickack = getattr(socket, "TCP_QUICKACK", None)
+    if quickack is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+    except OSError:
+        pass  # a socket the JVM already closed: the task fails on its own read
+
+
+def serve_acking_at_once(main: Any) -> None:
+    """Wrap `main.worker` (pyspark's daemon serves each task of a forked worker with
+    `worker(sock, authenticated)`, pyspark 4.0 to 4.3) so that each task starts with
+    `acks_at_once(sock)`. Once per process; nothing if `main` has no such function."""
+    serve = getattr(main, "worker", None)
+    if not callable(serve) or getattr(serve, "acks_at_once", False):
+        return
+
+    @functools.wraps(serve)
+    def worker(sock: socket.socket, *args: Any, **kwargs: Any) -> Any:
+        acks_at_once(sock)
+        return serve(sock, *args, **kwargs)
+
+    worker.acks_at_once = True  # type: ignore[attr-defined]
+    main.worker = worker
+
+
+def is_pyspark_daemon(argv: list[str]) -> bool:
+    """Whether the interpreter was started as `python -m pyspark.daemon ...` (Spark's worker daemon)."""
+    return any(a == "-m" and b == "pyspark.daemon" for a, b in itertools.pairwise(argv))
+
+
 _kept = prefer_installed(sys.path)
 _forget_finders(set(sys.path) - set(_kept))
 sys.path[:] = _kept
 _run_next_sitecustomize()
+if is_pyspark_daemon(sys.orig_argv):  # the daemon forks a worker per connection; its module is __main__
+    os.register_at_fork(after_in_child=lambda: serve_acking_at_once(sys.modules["__main__"]))

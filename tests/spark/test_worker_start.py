@@ -1,14 +1,19 @@
 """A streaming query's source runner, the Python process Spark starts per query, imports the
 installed pyspark (its compiled modules) when the source was registered through `worker_site`,
-as `configure_spark` registers `staticmq`; and pyspark.zip when registered plainly."""
+as `configure_spark` registers `staticmq`; and pyspark.zip when registered plainly. The read tasks
+of such a source run in workers that acknowledge the JVM's task pieces at once."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from staticmq_spark import configure_spark
 from staticmq_spark.data_source import StaticMQDataSource
@@ -78,3 +83,39 @@ def test_configure_spark_registers_staticmq_with_the_worker_site_on_its_workers_
     assert configure_spark(SparkSession.builder).getOrCreate() is spark  # registers it again
     source = spark._jsparkSession.sessionState().dataSourceManager().lookupDataSource("staticmq")
     assert str(source.dataSourceCls().envVars().get("PYTHONPATH")).split(":")[0] == WORKER_SITE
+
+
+ACK_PROBE_SCHEMA = pa.schema([("pid", pa.int32()), ("wrapped", pa.bool_())])
+
+
+class AckProbeReader(DataSourceReader):
+    """One row per task: its worker's pid, and whether the daemon's `worker`, which served the task,
+    is the one that first takes the socket out of delayed-acknowledgement mode."""
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(8)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        wrapped = bool(getattr(getattr(sys.modules["__main__"], "worker", None), "acks_at_once", False))
+        row = {"pid": [os.getpid()], "wrapped": [wrapped]}
+        yield pa.RecordBatch.from_pydict(row, schema=ACK_PROBE_SCHEMA)
+
+
+class AckProbeSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "task_ack_probe"
+
+    def schema(self) -> str:
+        return "pid int, wrapped boolean"
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return AckProbeReader()
+
+
+def test_a_read_task_starts_on_a_socket_that_acknowledges_the_jvm_at_once(spark) -> None:
+    register(spark, AckProbeSource)
+    rows = spark.read.format("task_ack_probe").load().collect()
+    assert len(rows) == 8
+    assert len({r.pid for r in rows}) < 8  # reused workers too, whose sockets answered a task before
+    assert all(r.wrapped for r in rows), rows  # what acks_at_once does to a socket: tests/unit/test_worker_site.py

@@ -98,3 +98,34 @@ def test_a_second_copy_of_the_worker_site_on_the_path_is_skipped_and_the_next_si
         "import builtins, pyspark; print(getattr(builtins, 'OTHER_SITE_RAN', False)); print('.zip' in pyspark.__file__)"
     )
     assert worker_imports(PYSPARK_ZIP, WORKER_SITE, copy, tmp_path, code=code) == ["True", "False"]
+
+
+ACKS = """
+import socket, sys, types
+import sitecustomize as site
+
+listener = socket.create_server(("127.0.0.1", 0))
+client = socket.create_connection(listener.getsockname())
+served, _ = listener.accept()
+client.sendall(b"task"); served.recv(4); served.sendall(b"answer"); client.recv(6)  # a task answered
+ack = lambda: served.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK)
+print(ack())  # 0: delayed acknowledgements ("ping-pong" mode) after answering
+calls = []
+original = lambda sock, authenticated: calls.append((ack(), authenticated)) or 0
+daemon = types.SimpleNamespace(worker=original)
+site.serve_acking_at_once(daemon)
+site.serve_acking_at_once(daemon)  # once: the second leaves the first wrapper alone
+print(daemon.worker(served, True), calls, daemon.worker.__wrapped__ is original)
+daemon_argv = [sys.executable, "-m", "pyspark.daemon", "pyspark.worker"]
+print(site.is_pyspark_daemon(daemon_argv), site.is_pyspark_daemon([sys.executable, "-m", "pyspark.worker"]))
+"""
+
+
+def test_each_task_of_a_daemon_worker_starts_with_its_socket_acknowledging_at_once() -> None:
+    """pyspark's daemon serves a task with `worker(sock, authenticated)`: wrapped, the socket leaves
+    TCP's delayed-acknowledgement mode (entered by answering the previous task) before the task is
+    read, so that the JVM's next piece of the task is not held back waiting for an acknowledgement."""
+    before, served, daemon_or_not = worker_imports(WORKER_SITE, code=ACKS)
+    assert before == "0"
+    assert served == "0 [(1, True)] True"  # the wrapped worker ran with the socket already acking
+    assert daemon_or_not == "True False"
