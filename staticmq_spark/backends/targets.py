@@ -26,14 +26,14 @@ def row_targets(topic: str, total: int, n: int, keys: Any = None, queues: Any = 
     if total <= 0:
         raise QueueNotFoundError(f"topic {topic!r} has no writable queue")
     targets = np.full(n, KEYLESS, dtype=np.int64)
-    if keys is not None:
+    explicit = None if queues is None else np.asarray(queues, dtype=np.int64)
+    if keys is not None and (explicit is None or not bool(np.all(explicit >= 0))):  # keys a queue overrides: unhashed
         key_arr = keys if isinstance(keys, pa.Array | pa.ChunkedArray) else pa.array(list(keys), pa.string())
         if isinstance(key_arr, pa.ChunkedArray):
             key_arr = key_arr.combine_chunks()
         hashed = queues_for_keys(key_arr, total).astype(np.int64)
         targets = np.where(arrays.valid(key_arr), hashed, targets)
-    if queues is not None:
-        explicit = np.asarray(queues, dtype=np.int64)
+    if explicit is not None:
         targets = np.where(explicit >= 0, explicit, targets)
     bad = targets[(targets < KEYLESS) | (targets >= total)]
     if bad.size:

@@ -139,10 +139,9 @@ class StaticMQProducer(Closeable):
     def _targets(
         self, route: TopicRouteView, n: int, keys: Any, queue: int | None, queues: Any
     ) -> npt.NDArray[np.int64]:
-        targets = row_targets(route.topic, len(route.write_queues), n, keys, queues)
-        if queue is not None:
-            targets = row_targets(route.topic, len(route.write_queues), n, queues=np.full(n, queue))
-        return targets
+        if queue is not None:  # one queue for every row: keys do not matter
+            return row_targets(route.topic, len(route.write_queues), n, queues=np.full(n, queue))
+        return row_targets(route.topic, len(route.write_queues), n, keys, queues)
 
     # ------------------------------------------------------------------ one request, with retries
 
