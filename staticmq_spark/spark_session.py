@@ -64,6 +64,9 @@ SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 # Spark's Trigger.AvailableNow for sources without native support (SPARK-45178): the source's
 # latest offset when the query starts is where it ends, read after any uncommitted micro-batch.
 AVAILABLE_NOW_WRAPPER = "spark.sql.streaming.triggerAvailableNowWrapper.enabled"
+# The JVM talks to its Python workers over Unix domain sockets instead of TCP (pyspark 4.1 and
+# later; 4.0 ignores the setting): no Nagle and delayed-ACK stalls on a task's socket.
+UNIX_DOMAIN_SOCKETS = "spark.python.unix.domain.socket.enabled"
 
 
 class NoDeltaForThisSpark(StaticMQError):
@@ -167,12 +170,20 @@ def configure_spark(builder: Any, *, delta: bool = False) -> Any:
     also turns on Spark's Trigger.AvailableNow wrapper (`AVAILABLE_NOW_WRAPPER`, unless the caller
     set it): without it Spark runs AvailableNow as one micro-batch, and a query restarted with a
     micro-batch left uncommitted only replays that one and stops, leaving newer messages behind;
-    with it the query also reads everything that was there when it started."""
+    with it the query also reads everything that was there when it started.
+
+    It also has Spark talk to its Python workers over Unix domain sockets
+    (`spark.python.unix.domain.socket.enabled`, unless the caller set it; pyspark 4.1 and later,
+    4.0 ignores it): over TCP each Python task waited up to 40 ms for a delayed acknowledgement
+    (docs/investigations/2026-11-28-python-task-socket.md). staticmq's own workers avoid that wait
+    over TCP too (`worker_site`); this setting also spares every other Python task of the session."""
     check_connect_builder(builder, delta=delta)
     from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
 
     if not AVAILABLE_NOW_SPLITS and AVAILABLE_NOW_WRAPPER not in getattr(builder, "_options", {}):
         builder = builder.config(AVAILABLE_NOW_WRAPPER, "true")
+    if UNIX_DOMAIN_SOCKETS not in getattr(builder, "_options", {}):
+        builder = builder.config(UNIX_DOMAIN_SOCKETS, "true")
     if delta:
         settings = delta_conf()
         options = getattr(builder, "_options", {})

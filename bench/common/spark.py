@@ -20,19 +20,18 @@ SPARK_CONF = {
 
 
 def spark_session(app: str, conf: dict[str, str] | None = None) -> SparkSession:
-    """The benchmarks' local[2] session (SPARK_CONF, then `conf`), the staticmq data source registered."""
+    """The benchmarks' local[2] session (SPARK_CONF, then `conf`) as `configure_spark` builds it for a
+    user: the staticmq data source registered, Unix domain sockets to the Python workers."""
     from pyspark.sql import SparkSession
 
-    from staticmq_spark.data_source import StaticMQDataSource
-    from staticmq_spark.worker_site import register
+    from staticmq_spark import configure_spark
 
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     builder = SparkSession.builder.master("local[2]").appName(app)
     for key, value in {**SPARK_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark: SparkSession = configure_spark(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark, StaticMQDataSource)
     return spark
 
 

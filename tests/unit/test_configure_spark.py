@@ -1,4 +1,5 @@
-"""configure_spark: Delta Lake's build for the running Spark, and Spark's AvailableNow wrapper where needed."""
+"""configure_spark: Delta Lake's build for the running Spark, Spark's AvailableNow wrapper where needed, and
+Unix domain sockets between the JVM and its Python workers."""
 
 from __future__ import annotations
 
@@ -33,3 +34,14 @@ def test_configure_spark_turns_on_the_available_now_wrapper_where_sources_have_n
     assert (options.get(AVAILABLE_NOW_WRAPPER) == "true") is (not AVAILABLE_NOW_SPLITS)
     kept = configure_spark(SparkSession.builder.config(AVAILABLE_NOW_WRAPPER, "false"))._builder._options
     assert kept[AVAILABLE_NOW_WRAPPER] == "false", "a setting of the caller's stays"
+
+
+def test_configure_spark_has_spark_talk_to_its_python_workers_over_unix_domain_sockets() -> None:
+    from pyspark.sql import SparkSession
+
+    from staticmq_spark import configure_spark
+    from staticmq_spark.spark_session import UNIX_DOMAIN_SOCKETS
+
+    assert configure_spark(SparkSession.builder)._builder._options[UNIX_DOMAIN_SOCKETS] == "true"
+    kept = configure_spark(SparkSession.builder.config(UNIX_DOMAIN_SOCKETS, "false"))._builder._options
+    assert kept[UNIX_DOMAIN_SOCKETS] == "false", "a setting of the caller's stays"
