@@ -19,6 +19,18 @@ SPARK_CONF = {
 }
 
 
+def compile_package() -> None:
+    """Write staticmq's bytecode next to its sources, as `pip install` does for an installed package:
+    run from a checkout with PYTHONDONTWRITEBYTECODE set, every query's driver-side Python process
+    and every new Python worker would otherwise compile the modules it imports again (~0.1 s of each
+    query's start on 2 cores)."""
+    import compileall
+
+    import staticmq_spark
+
+    compileall.compile_dir(os.path.dirname(os.path.abspath(staticmq_spark.__file__)), quiet=1)
+
+
 def spark_session(app: str, conf: dict[str, str] | None = None) -> SparkSession:
     """The benchmarks' local[2] session (SPARK_CONF, then `conf`) as `configure_spark` builds it for a
     user: the staticmq data source registered, Unix domain sockets to the Python workers."""
@@ -27,6 +39,7 @@ def spark_session(app: str, conf: dict[str, str] | None = None) -> SparkSession:
     from staticmq_spark import configure_spark
 
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    compile_package()
     builder = SparkSession.builder.master("local[2]").appName(app)
     for key, value in {**SPARK_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
