@@ -180,13 +180,13 @@ def configure_spark(builder: Any, *, delta: bool = False) -> Any:
     check_connect_builder(builder, delta=delta)
     from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
 
-    if not AVAILABLE_NOW_SPLITS and AVAILABLE_NOW_WRAPPER not in getattr(builder, "_options", {}):
+    options = getattr(builder, "_options", {})  # the caller's settings (config() adds to this dict)
+    if not AVAILABLE_NOW_SPLITS and AVAILABLE_NOW_WRAPPER not in options:
         builder = builder.config(AVAILABLE_NOW_WRAPPER, "true")
-    if UNIX_DOMAIN_SOCKETS not in getattr(builder, "_options", {}):
+    if UNIX_DOMAIN_SOCKETS not in options:
         builder = builder.config(UNIX_DOMAIN_SOCKETS, "true")
     if delta:
         settings = delta_conf()
-        options = getattr(builder, "_options", {})
         given = options.get("spark.jars")
         if given:  # jars the caller set stay on the list
             settings["spark.jars"] = f"{given},{settings['spark.jars']}"

@@ -47,8 +47,12 @@ class FloorSource(DataSource):
     def name(cls) -> str:
         return "bench_floor"
 
+    def _wide(self) -> bool:
+        """Option `schema` "staticmq": the records in staticmq's source schema."""
+        return self.options.get("schema") == "staticmq"
+
     def schema(self) -> StructType:
-        if self.options.get("schema") == "staticmq":
+        if self._wide():
             return spark_schema(include_properties=True)
         return StructType([StructField("value", BinaryType(), True)])
 
@@ -57,8 +61,7 @@ class FloorSource(DataSource):
             raise PySparkNotImplementedError(  # pyspark then asks simpleStreamReader
                 errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
             )
-        wide = self.options.get("schema") == "staticmq"
-        return FloorReader(self.options["path"], int(self.options.get("partitions", "2")), wide)
+        return FloorReader(self.options["path"], int(self.options.get("partitions", "2")), self._wide())
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         return DriverFloorReader(self.options["path"])

@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.queues < 1:
         parser.error(f"--queues must be at least 1, got {args.queues}")
+    for setting in args.conf:
+        if "=" not in setting:
+            parser.error(f"--conf takes KEY=VALUE, got {setting!r}")
     systems = args.systems.split(",")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     log(f"driver pid {os.getpid()}")
