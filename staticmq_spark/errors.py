@@ -33,6 +33,8 @@
     ├── LockHeldError (retriable)        an exclusive-consumption lock held by someone else
     ├── PartialSendError                 a batch send where some requests were stored and others
     │                                    failed: `.stored` and `.failed` say which rows to retry
+    ├── NotSentError (retriable)         an asynchronous send held back behind a failed request to
+    │                                    the same logic queue (sending it would reorder the queue)
     ├── MissingExtraError                an optional package is not installed: names the pip extra
     └── InternalError                    a fault inside the broker (a bug: reported, never hidden)
 
@@ -254,6 +256,15 @@ class PartialSendError(StaticMQError):
             f"failed ({'; '.join(causes[:3])}{'; ...' if len(causes) > 3 else ''})"
         )
         return cls(message, stored, failed)
+
+
+class NotSentError(StaticMQError):
+    """A `Producer.send_batch_async` request that waited behind a failed request to the same logic
+    queue and was not sent, so the queue keeps its order: send its rows again after the failed ones."""
+
+    code = "NOT_SENT"
+    grpc_status = "ABORTED"
+    retriable = True
 
 
 class MissingExtraError(StaticMQError):

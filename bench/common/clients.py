@@ -60,9 +60,15 @@ def kafka_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def staticmq_produce(namesrv: str, topic: str, batches: list[tuple[list[str], list[bytes]]], queues: int) -> None:
+    """Asynchronous sends, as Kafka's producer makes them: each queue's requests in order, one at a
+    time, the queues' at once; every outcome is checked."""
     with Producer(namesrv, active_detection=False) as producer:
-        for n, (keys, values) in enumerate(batches):
-            producer.send_batch(topic, values, keys=keys, queue=n % queues)
+        sends = [
+            producer.send_batch_async(topic, values, keys=keys, queue=n % queues)
+            for n, (keys, values) in enumerate(batches)
+        ]
+        for send in sends:
+            send.result()
 
 
 KAFKA_PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "batch.size": 1 << 20}

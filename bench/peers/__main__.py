@@ -4,7 +4,8 @@
 
 One process tree, one machine, the same rows for every system (string keys 'user-<i % 100000>',
 values of 100 B and 1 KiB), one figure after another:
-- produce / consume (broker alone): staticmq `Producer.send_batch` (1000 rows per request) and a
+- produce / consume (broker alone): staticmq `Producer.send_batch_async` (1000 rows per request,
+  a queue's requests in order, one at a time, the two queues' at once) and a
   `PullConsumer.pull` loop (10000 per pull) vs confluent-kafka (acks=all, idempotent, linger.ms=5;
   `Consumer.consume(10000)`), into a topic of 2 logic queues / 2 partitions;
 - source: `readStream.format("staticmq"|"kafka")` from earliest over those topics into `noop`,

@@ -162,6 +162,10 @@ class ProducerPort(Protocol):
         """Whether the cluster's route of `topic` (asked now, not cached) is a static topic's."""
         ...
 
+    def total_queues(self, topic: str) -> int:
+        """How many logic queues `topic` has (its cached route): the modulus of the key hash."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -9,6 +9,8 @@ trying its queue; a retried request carries the same idempotency key, so it is s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.backends import ProducerSettings, open_backend
-from staticmq_spark.backends.targets import KEYLESS
+from staticmq_spark.backends.targets import KEYLESS, group_rows, row_targets
 from staticmq_spark.backends.types import (
     DEFAULT_REQUEST_BYTES,
     ClientSecurity,
@@ -25,9 +27,12 @@ from staticmq_spark.backends.types import (
     SendResult,
     per_message_outcomes,
 )
+from staticmq_spark.client.async_sends import gather_parts
+from staticmq_spark.client.lanes import OrderedLanes
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
 from staticmq_spark.protocol.rows.codec import PackedBatch
+from staticmq_spark.protocol.rows.encode import encode_columns
 from staticmq_spark.protocol.security.auth import Credentials
 
 
@@ -50,7 +55,9 @@ class Producer(Closeable):
         producer_group: str = "staticmq_producer",
         credentials: Credentials | tuple[str, str] | None = None,
         tls_ca: str | Path | None = None,
+        max_pending: int = 64,
     ) -> None:
+        self._lanes = OrderedLanes(max_pending=max_pending, name="staticmq-async-send")
         self._backend = open_backend(namesrv, ClientSecurity.of(credentials, tls_ca))
         settings = ProducerSettings(
             order,
@@ -105,6 +112,41 @@ class Producer(Closeable):
         return self._port.send_batch(
             topic, bodies, keys=keys, tags=tags, properties=properties, queue=queue, queues=queues
         )
+
+    def send_batch_async(
+        self,
+        topic: str,
+        bodies: Sequence[bytes | str] | pa.Array,
+        *,
+        keys: Sequence[str | None] | pa.Array | None = None,
+        tags: Sequence[str | None] | pa.Array | None = None,
+        properties: Sequence[dict[str, str] | None] | pa.Array | None = None,
+        queue: int | None = None,
+        queues: Sequence[int] | npt.NDArray[np.int64] | None = None,
+    ) -> Future[list[SendResult]]:
+        """`send_batch` without waiting for the brokers: the rows are checked, encoded and routed
+        now (bad input, an unknown topic or queue raise here), then sent in the background; the
+        Future resolves to what `send_batch` would have returned or raised. Each logic queue is a
+        lane: its requests go one at a time, in the order of the calls, while other queues' go at
+        once; a request waiting behind a failed one to the same queue is not sent (NotSentError,
+        retriable), so a queue never stores later rows before earlier ones. Blocks while
+        `max_pending` requests wait; `flush()` waits for them all, `close()` too. Not ordered with
+        `send_batch`: flush before mixing them on one queue."""
+        packed = encode_columns(bodies, key=keys, tags=tags, properties=properties)
+        explicit = None if queue is None else np.full(packed.count, queue, dtype=np.int64)
+        total = self._port.total_queues(topic)
+        targets = row_targets(topic, total, packed.count, keys, queues if explicit is None else explicit)
+        parts = []
+        for target, rows, indices in group_rows(packed, targets):
+            pinned = None if target == KEYLESS else target
+            job = partial(self._port.send_packed, topic, rows, queue=pinned)
+            parts.append((indices, self._lanes.submit((topic, target), job)))
+        return gather_parts(topic, parts)
+
+    def flush(self, timeout_s: float | None = None) -> int:
+        """Wait until every `send_batch_async` request has its outcome (or `timeout_s` passed);
+        returns how many are still pending (0: all done)."""
+        return self._lanes.wait(timeout_s)
 
     def send_each(
         self,
@@ -163,5 +205,7 @@ class Producer(Closeable):
         return self._port.topic_is_static(topic)
 
     def close(self) -> None:
+        """Waits for the pending asynchronous sends, then closes the connections."""
+        self._lanes.close()
         self._port.close()
         self._backend.close()

@@ -37,4 +37,5 @@ def test_retriable_errors_are_the_transient_ones() -> None:
         "BrokerUnavailableError",
         "LockHeldError",
         "DiskFullError",
+        "NotSentError",
     }

@@ -199,5 +199,8 @@ class RocketMQProducer(Closeable):
     def topic_is_static(self, topic: str) -> bool:
         return self.route(topic, refresh=True).is_static
 
+    def total_queues(self, topic: str) -> int:
+        return self.route(topic).total_queues
+
     def close(self) -> None:
         """Nothing to release: the connections are the backend's (its remoting client)."""

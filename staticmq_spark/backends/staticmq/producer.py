@@ -130,6 +130,9 @@ class StaticMQProducer(Closeable):
     def topic_is_static(self, topic: str) -> bool:
         return self.routes.get(topic, refresh=True).is_static
 
+    def total_queues(self, topic: str) -> int:
+        return len(self.routes.get(topic).write_queues)
+
     def close(self) -> None:
         """Waits for sends under way; the connections and the detection are the backend's."""
         self._pool.shutdown(wait=True)
