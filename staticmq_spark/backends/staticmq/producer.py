@@ -16,14 +16,14 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from staticmq_spark.backends.send_parts import merged
 from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.delivery import Delivery
 from staticmq_spark.backends.staticmq.rpc import invoke
@@ -31,7 +31,7 @@ from staticmq_spark.backends.staticmq.selector import CircuitBreaker
 from staticmq_spark.backends.targets import group_rows, row_targets
 from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, SendResult
 from staticmq_spark.closing import Closeable
-from staticmq_spark.errors import InvalidArgumentError, PartialSendError, StaticMQError
+from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.rows.codec import PackedBatch, split_by_bytes
 from staticmq_spark.protocol.rows.encode import encode_columns
@@ -111,21 +111,11 @@ class StaticMQProducer(Closeable):
                 start += piece.count
         if len(jobs) == 1:
             return [self._send_one(topic, *jobs[0])]  # one request: its error is raised unchanged
-        futures: list[Future[SendResult]] = [self._pool.submit(self._send_one, topic, *job) for job in jobs]
-        wait(futures)  # every request, not up to the first failure: the caller learns each outcome
-        stored: list[SendResult] = []
-        failed: dict[int, StaticMQError] = {}
-        for future, rs in zip(futures, row_sets, strict=True):
-            exc = future.exception()
-            if exc is None:
-                stored.append(replace(future.result(), rows=tuple(rs.tolist())))
-            elif isinstance(exc, StaticMQError):
-                failed.update(dict.fromkeys(rs.tolist(), exc))
-            else:
-                raise exc  # a bug, not a send outcome
-        if failed:
-            raise PartialSendError.of(topic, stored, failed)
-        return stored
+        parts = [
+            (rows, self._pool.submit(self._send_listed, topic, *job)) for job, rows in zip(jobs, row_sets, strict=True)
+        ]
+        wait([future for _, future in parts])  # every request, not up to the first failure: each outcome
+        return merged(topic, parts)
 
     def topic_is_static(self, topic: str) -> bool:
         return self.routes.get(topic, refresh=True).is_static
@@ -147,6 +137,9 @@ class StaticMQProducer(Closeable):
         return row_targets(route.topic, len(route.write_queues), n, keys, queues)
 
     # ------------------------------------------------------------------ one request, with retries
+
+    def _send_listed(self, topic: str, target: int, batch: PackedBatch, idem_key: str) -> list[SendResult]:
+        return [self._send_one(topic, target, batch, idem_key)]
 
     def _send_one(self, topic: str, target: int, batch: PackedBatch, idem_key: str) -> SendResult:
         return self.delivery.deliver(topic, target, lambda q: self._request(topic, q, batch, idem_key))
