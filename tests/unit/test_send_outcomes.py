@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
 import time
 
 import pytest
@@ -119,6 +120,28 @@ def test_rocketmq_send_batch_goes_on_after_a_failed_queue_and_names_each_row() -
     exc = raised.value
     assert sorted(exc.failed) == [1, 5] and all(isinstance(e, InvalidBatchError) for e in exc.failed.values())
     assert sorted((r.queue_id, r.rows) for r in exc.stored) == [(0, (0, 4)), (2, (2, 6)), (3, (3, 7))]
+
+
+class _MeetingRemoting(_FakeRemoting):
+    """Each send waits until every queue's send is in flight: serial sends would never meet."""
+
+    def __init__(self) -> None:
+        super().__init__(dead=set())
+        self.meeting = threading.Barrier(4, timeout=10)
+
+    def send(self, addr: str, bname: str, topic: str, queue: int, body: bytes, props: str, **_: object) -> SendAnswer:
+        self.meeting.wait()
+        return super().send(addr, bname, topic, queue, body, props)
+
+
+def test_rocketmq_send_batch_sends_its_queues_at_once() -> None:
+    fake = _MeetingRemoting()
+    producer = RocketMQProducer(fake)  # type: ignore[arg-type]
+    try:
+        results = producer.send_batch("t", [f"m{i}" for i in range(8)], queues=[0, 1, 2, 3, 0, 1, 2, 3])
+    finally:
+        producer.close()
+    assert sorted((r.queue_id, r.rows) for r in results) == [(0, (0, 4)), (1, (1, 5)), (2, (2, 6)), (3, (3, 7))]
 
 
 def test_rocketmq_send_batch_of_one_request_raises_its_own_error() -> None:

@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,7 @@ class RocketMQProducer(Closeable):
         self._id = uuid.uuid4().hex[:12].upper()
         self._seq = itertools.count()
         self._round_robin = itertools.count()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-send")
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         if refresh or topic not in self._routes:
@@ -137,42 +139,51 @@ class RocketMQProducer(Closeable):
             prefix = f"{self._id}{next(self._seq):08X}"
             uniq_keys = make_uniq_keys(prefix, np.arange(n, dtype=np.int64))
         props = properties_column(key_arr, tag_arr, prop_arr, uniq_keys)
-        results: list[SendResult] = []
-        failed: dict[int, StaticMQError] = {}
-        requests = 0
         order, runs = target_runs(targets)
         if order is None:
             order = np.arange(n, dtype=np.int64)
-        for target, a, b in runs:
-            rows = order[a:b]
-            take = arrays.numbers(rows)
-            encoded = encode_rows(body_arr.take(take), props.take(take))
-            for lo, hi in encoded.chunks():
-                requests += 1
-                try:
-                    answer = self._send_to_queue(topic, target, encoded.body(lo, hi))
-                except StaticMQError as exc:
-                    # this queue's later requests are not sent either (a retry of the failed rows
-                    # keeps the queue's order); the other queues go on
-                    failed.update(dict.fromkeys((int(r) for r in rows[lo:]), exc))
-                    break
-                results.append(
-                    SendResult(
-                        topic=topic,
-                        queue_id=answer[0],
-                        queue_offset=answer[1],
-                        count=hi - lo,
-                        broker=answer[2],
-                        physical_offset=-1,
-                        store_timestamp=0,
-                        rows=tuple(int(r) for r in rows[lo:hi]),
-                    )
-                )
+        jobs = [(target, order[a:b]) for target, a, b in runs]
+        if len(jobs) == 1:
+            outcomes = [self._send_rows(topic, jobs[0][0], jobs[0][1], body_arr, props)]
+        else:  # the queues at once, as broker_stub's producer sends them: each waits for its flush
+            outcomes = list(self._pool.map(lambda job: self._send_rows(topic, job[0], job[1], body_arr, props), jobs))
+        results = [r for stored, _, _ in outcomes for r in stored]
+        failed = {row: exc for _, lost, _ in outcomes for row, exc in lost.items()}
         if failed:
-            if requests == 1:
+            if sum(requests for _, _, requests in outcomes) == 1:
                 raise next(iter(failed.values()))  # one request: its error unchanged
             raise PartialSendError.of(topic, results, failed)
         return results
+
+    def _send_rows(
+        self, topic: str, target: int, rows: npt.NDArray[np.int64], body_arr: pa.Array, props: pa.Array
+    ) -> tuple[list[SendResult], dict[int, StaticMQError], int]:
+        """One logic queue's rows in as many requests as their size needs, in order: (results,
+        failed rows and their error, requests made). After a failed request this queue's later
+        ones are not sent (a retry of the failed rows keeps the queue's order)."""
+        take = arrays.numbers(rows)
+        encoded = encode_rows(body_arr.take(take), props.take(take))
+        results: list[SendResult] = []
+        requests = 0
+        for lo, hi in encoded.chunks():
+            requests += 1
+            try:
+                answer = self._send_to_queue(topic, target, encoded.body(lo, hi))
+            except StaticMQError as exc:
+                return results, dict.fromkeys((int(r) for r in rows[lo:]), exc), requests
+            results.append(
+                SendResult(
+                    topic=topic,
+                    queue_id=answer[0],
+                    queue_offset=answer[1],
+                    count=hi - lo,
+                    broker=answer[2],
+                    physical_offset=-1,
+                    store_timestamp=0,
+                    rows=tuple(int(r) for r in rows[lo:hi]),
+                )
+            )
+        return results, {}, requests
 
     def _send_to_queue(self, topic: str, queue: int, body: bytes) -> tuple[int, int, str]:
         deadline = time.monotonic() + self.send_timeout_s
@@ -203,4 +214,5 @@ class RocketMQProducer(Closeable):
         return self.route(topic).total_queues
 
     def close(self) -> None:
-        """Nothing to release: the connections are the backend's (its remoting client)."""
+        """Waits for sends under way; the connections are the backend's (its remoting client)."""
+        self._pool.shutdown(wait=True)
