@@ -19,6 +19,9 @@ def gather_parts(topic: str, parts: Sequence[Part]) -> Future[list[SendResult]]:
         return parts[0][1]
     whole: Future[list[SendResult]] = Future()
     whole.set_running_or_notify_cancel()
+    if not parts:  # no rows (a Producer refuses an empty batch before it gets here)
+        whole.set_result([])
+        return whole
     left = [len(parts)]
     lock = threading.Lock()
 

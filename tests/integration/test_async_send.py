@@ -11,7 +11,13 @@ import pytest
 
 from staticmq_spark.backends.types import SendResult, per_message_outcomes
 from staticmq_spark.client import Admin, Producer, PullConsumer
-from staticmq_spark.errors import BrokerUnavailableError, NotSentError, QueueNotFoundError, TopicNotFoundError
+from staticmq_spark.errors import (
+    BrokerUnavailableError,
+    InvalidBatchError,
+    NotSentError,
+    QueueNotFoundError,
+    TopicNotFoundError,
+)
 from staticmq_spark.hashing import queue_for_key
 from tests.integration.test_producer_failover import key_on
 from tests.support.clusters_under_test import ClusterUnderTest, kinds_with
@@ -62,6 +68,8 @@ def test_send_batch_async_refuses_bad_input_in_the_call(local_cluster, unique_to
             producer.send_batch_async(topic, [b"x"], queue=5)
         with pytest.raises(TopicNotFoundError):
             producer.send_batch_async(f"{topic}-missing", [b"x"])
+        with pytest.raises(InvalidBatchError, match="at least one message"):
+            producer.send_batch_async(topic, [])
         assert producer.flush(5) == 0
 
 

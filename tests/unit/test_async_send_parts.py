@@ -61,3 +61,7 @@ def test_one_part_is_the_batch_itself_and_its_error_is_raised_unchanged() -> Non
     down = BrokerUnavailableError("broker-1 is down")
     only = done(down)
     assert gather_parts("t", [(np.array([0, 1]), only)]) is only
+
+
+def test_a_batch_of_no_rows_is_done_at_once_with_no_results() -> None:
+    assert gather_parts("t", []).result(0) == []
