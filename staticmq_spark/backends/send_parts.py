@@ -18,8 +18,8 @@ Part = tuple[npt.NDArray[np.int64], "Future[list[SendResult]]"]  # input rows of
 
 
 def merged(topic: str, parts: Sequence[Part]) -> list[SendResult]:
-    """Every finished part's results with `rows` naming input rows, or PartialSendError naming the
-    stored requests and each failed row's error (a part's own PartialSendError included)."""
+    """Every part's results (waiting for each) with `rows` naming input rows, or PartialSendError
+    naming the stored requests and each failed row's error (a part's own PartialSendError included)."""
     stored: list[SendResult] = []
     failed: dict[int, StaticMQError] = {}
     for rows, future in parts:

@@ -52,11 +52,6 @@ class OrderedLanes:
             self._pool.submit(self._run_next, lane)
         return future
 
-    def pending(self) -> int:
-        """Jobs queued or running."""
-        with self._lock:
-            return self._pending
-
     def wait(self, timeout_s: float | None = None) -> int:
         """Wait until no job is pending or `timeout_s` passed; returns the jobs still pending."""
         with self._idle:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -114,8 +114,7 @@ class StaticMQProducer(Closeable):
         parts = [
             (rows, self._pool.submit(self._send_listed, topic, *job)) for job, rows in zip(jobs, row_sets, strict=True)
         ]
-        wait([future for _, future in parts])  # every request, not up to the first failure: each outcome
-        return merged(topic, parts)
+        return merged(topic, parts)  # waits for every request, not up to the first failure: each outcome
 
     def topic_is_static(self, topic: str) -> bool:
         return self.routes.get(topic, refresh=True).is_static
