@@ -148,6 +148,14 @@ def serve_acking_at_once(main: Any) -> None:
     main.worker = worker
 
 
+def _warm_runner_started(argv: list[str]) -> bool:
+    """Whether this is `python -m pyspark.sql.streaming.python_streaming_source_runner` (what
+    `staticmq_warm_runner.is_source_runner` says, without importing it in every other worker)."""
+    return "pyspark.sql.streaming.python_streaming_source_runner" in argv and os.path.isfile(
+        os.path.join(_HERE, "staticmq_warm_runner.py")
+    )
+
+
 def is_pyspark_daemon(argv: list[str]) -> bool:
     """Whether the interpreter was started as `python -m pyspark.daemon ...` (Spark's worker daemon)."""
     return any(a == "-m" and b == "pyspark.daemon" for a, b in itertools.pairwise(argv))
@@ -159,3 +167,8 @@ sys.path[:] = _kept
 _run_next_sitecustomize()
 if is_pyspark_daemon(sys.orig_argv):  # the daemon forks a worker per connection; its module is __main__
     os.register_at_fork(after_in_child=lambda: serve_acking_at_once(sys.modules["__main__"]))
+if _warm_runner_started(sys.orig_argv):  # a streaming query's source runner: see staticmq_warm_runner
+    _warm = importlib.import_module("staticmq_warm_runner")
+    _code = _warm.hand_over()
+    if _code is not None:
+        _warm.exit_as(_code)

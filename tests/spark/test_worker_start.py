@@ -1,7 +1,8 @@
 """A streaming query's source runner, the Python process Spark starts per query, imports the
 installed pyspark (its compiled modules) when the source was registered through `worker_site`,
 as `configure_spark` registers `staticmq`; and pyspark.zip when registered plainly. The read tasks
-of such a source run in workers that acknowledge the JVM's task pieces at once."""
+of such a source run in workers that acknowledge the JVM's task pieces at once. After a session's
+first query, each query's runner is forked from the session's warm runner process."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from staticmq_spark import configure_spark
 from staticmq_spark.data_source import StaticMQDataSource
 from staticmq_spark.worker_site import WORKER_SITE, register
+from staticmq_spark.worker_site.staticmq_warm_runner import RUNNER_MODULE
+from tests.support.spark import available_now_rows, new_topic, produce, source
 
 
 class RunnerPathReader(DataSourceStreamReader):
@@ -119,3 +122,45 @@ def test_a_read_task_starts_on_a_socket_that_acknowledges_the_jvm_at_once(spark)
     assert len(rows) == 8
     assert len({r.pid for r in rows}) < 8  # reused workers too, whose sockets answered a task before
     assert all(r.wrapped for r in rows), rows  # what acks_at_once does to a socket: tests/unit/test_worker_site.py
+
+
+class RunnerProcessReader(RunnerPathReader):
+    """Its one offset says which process ran it: its module, and its parent's command line."""
+
+    def latestOffset(self) -> dict[str, str]:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read().replace(b"\0", b" ").decode()
+        return {"main": sys.modules["__main__"].__spec__.name, "parent": parent}
+
+
+class RunnerProcessSource(RunnerPathSource):
+    @classmethod
+    def name(cls) -> str:
+        return "runner_process_probe"
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return RunnerProcessReader()
+
+
+def runner_process(spark: SparkSession, checkpoint: str) -> dict[str, str]:
+    query = spark.readStream.format("runner_process_probe").load().writeStream.format("noop")
+    started = query.option("checkpointLocation", checkpoint).start()
+    try:
+        started.processAllAvailable()
+        return dict(json.loads(started.lastProgress["sources"][0]["endOffset"]))
+    finally:
+        started.stop()
+
+
+def test_a_later_querys_source_runner_is_forked_from_the_sessions_warm_runner(spark, cluster, tmp_path) -> None:
+    register(spark, RunnerProcessSource)
+    runner_process(spark, str(tmp_path / "first"))  # a session's first runner starts the warm process
+    later = runner_process(spark, str(tmp_path / "later"))
+    assert later["main"] == RUNNER_MODULE  # the runner module runs as __main__, as Spark starts it
+    assert "-m staticmq_warm_runner serve" in later["parent"]
+    # A staticmq query's runner forked so reads every message.
+    topic = new_topic(cluster.namesrv, 2)
+    sent = produce(cluster.namesrv, topic, 500)
+    rows = available_now_rows(source(spark, cluster.namesrv, topic, startingOffsets="earliest"), "warm_runner_rows")
+    got = sorted((r.queueId, r.queueOffset, bytes(r.value)) for r in rows)
+    assert got == sorted((q, i, body) for q, bodies in sent.items() for i, body in enumerate(bodies))
