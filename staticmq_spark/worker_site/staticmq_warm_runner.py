@@ -105,7 +105,7 @@ def hand_over() -> int | None:
 def _stand_in(conn: socket.socket) -> int | None:
     go_read, go_write = os.pipe()
     try:
-        payload = json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}).encode()
+        payload = json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.orig_argv}).encode()
         data = struct.pack("!I", len(payload)) + payload
         fds = array.array("i", [0, 1, 2, go_read])
         conn.settimeout(ANSWER_TIMEOUT_S)
@@ -214,7 +214,15 @@ def serve(path: str, owner_pid: int) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another warm process serves this path
-    preload()
+    try:
+        preload()
+    except Exception:  # the runners start as usual; holding the lock keeps others from retrying
+        import traceback
+
+        traceback.print_exc()
+        while _alive(owner_pid):
+            time.sleep(1.0)
+        return 1
     import selectors
 
     if os.path.exists(path):
@@ -349,6 +357,8 @@ def _become_runner(request: dict[str, Any], fds: list[int], close: list[socket.s
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
+        sys.orig_argv[:] = request["argv"]
+        sys.argv[:] = ["-m"]  # as `python -m` leaves it for runpy, which sets the module's path
         code = _run_runner()
     except BaseException:
         import traceback

@@ -130,7 +130,7 @@ class RunnerProcessReader(RunnerPathReader):
     def latestOffset(self) -> dict[str, str]:
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
             parent = f.read().replace(b"\0", b" ").decode()
-        return {"main": sys.modules["__main__"].__spec__.name, "parent": parent}
+        return {"main": sys.modules["__main__"].__spec__.name, "parent": parent, "argv": " ".join(sys.argv)}
 
 
 class RunnerProcessSource(RunnerPathSource):
@@ -157,6 +157,7 @@ def test_a_later_querys_source_runner_is_forked_from_the_sessions_warm_runner(sp
     runner_process(spark, str(tmp_path / "first"))  # a session's first runner starts the warm process
     later = runner_process(spark, str(tmp_path / "later"))
     assert later["main"] == RUNNER_MODULE  # the runner module runs as __main__, as Spark starts it
+    assert later["argv"].endswith("/python_streaming_source_runner.py") and " " not in later["argv"]
     assert "-m staticmq_warm_runner serve" in later["parent"]
     # A staticmq query's runner forked so reads every message.
     topic = new_topic(cluster.namesrv, 2)
