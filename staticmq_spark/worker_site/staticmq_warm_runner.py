@@ -245,7 +245,7 @@ def serve(path: str, owner_pid: int) -> int:
                 if key.fileobj is listener:
                     conn, _addr = listener.accept()
                     closed_in_child = [listener, *children.values()]
-                    _fork_runner(conn, children, closed_in_child, (wake_read, wake_write))
+                    _fork_runner(conn, children, closed_in_child, (wake_read, wake_write, lock.fileno()))
                 else:
                     while _drain(wake_read):
                         pass
@@ -314,7 +314,7 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 
 def _fork_runner(
-    conn: socket.socket, children: dict[int, socket.socket], close: list[socket.socket], wake: tuple[int, int]
+    conn: socket.socket, children: dict[int, socket.socket], close: list[socket.socket], fds_of_serve: tuple[int, ...]
 ) -> None:
     try:
         request, fds = _receive(conn)
@@ -324,7 +324,7 @@ def _fork_runner(
         return
     pid = os.fork()
     if pid == 0:
-        _become_runner(request, fds, [conn, *close], wake)
+        _become_runner(request, fds, [conn, *close], fds_of_serve)
     for fd in fds:
         os.close(fd)
     try:
@@ -334,16 +334,19 @@ def _fork_runner(
     children[pid] = conn
 
 
-def _become_runner(request: dict[str, Any], fds: list[int], close: list[socket.socket], wake: tuple[int, int]) -> None:
-    """In the forked child: take over the stand-in's streams, environment and working directory,
-    wait for its go, and run the runner module as `__main__`. Never returns."""
+def _become_runner(
+    request: dict[str, Any], fds: list[int], close: list[socket.socket], fds_of_serve: tuple[int, ...]
+) -> None:
+    """In the forked child: drop the warm process's sockets, pipe and lock, take over the stand-in's
+    streams, environment and working directory, wait for its go, and run the runner module as
+    `__main__`. Never returns."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for sock in close:
             sock.close()
-        for fd in wake:
+        for fd in fds_of_serve:
             os.close(fd)
         for target, fd in zip((0, 1, 2), fds[:3], strict=True):
             os.dup2(fd, target)

@@ -148,6 +148,9 @@ def test_the_first_runner_starts_as_usual_and_a_later_one_is_forked_from_the_war
     # The runner writes to the streams of the process Spark started (Spark logs them).
     for fd in (0, 1, 2):
         assert os.readlink(f"/proc/{pid}/fd/{fd}") == os.readlink(f"/proc/{later.pid}/fd/{fd}")
+    # and holds nothing of the warm process's (its socket, lock, log): a new one could start without it
+    held = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    assert not [path for path in held if "staticmq-warm-runner" in path], held
     jvm.release()
     _, err = later.communicate(timeout=60)
     # The same end as a runner started as usual (here: the JVM went away before the first command).
