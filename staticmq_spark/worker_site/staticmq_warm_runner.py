@@ -15,7 +15,9 @@ connector before it can answer the first offset: ~0.45 s of every query's start 
   passes SIGTERM, SIGINT and SIGHUP on to that child and exits with its exit status. The child
   exits when the stand-in is gone (a pipe between them closes).
 - The warm process belongs to one Spark application: it ends when the process that started its
-  first runner (the driver's JVM) is gone.
+  first runner (the driver's JVM) is gone. Runners whose parent is not a JVM (a wrapper around the
+  interpreter that stays their parent) start as usual, unless `STATICMQ_WARM_RUNNER_OWNER` names
+  the pid whose life bounds the warm process.
 
 Nothing changes when the warm process is absent, refuses, or answers too late: the runner then
 starts as usual. `STATICMQ_WARM_RUNNER=0` in the workers' environment turns all of it off.
@@ -38,6 +40,7 @@ from typing import Any
 
 RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
 SWITCH = "STATICMQ_WARM_RUNNER"
+OWNER = "STATICMQ_WARM_RUNNER_OWNER"
 # What differs between two runners of one application: how each reaches the JVM.
 PER_RUNNER = frozenset(
     {"PYTHON_WORKER_FACTORY_SOCK_PATH", "PYTHON_WORKER_FACTORY_PORT", "PYTHON_WORKER_FACTORY_SECRET"}
@@ -72,12 +75,29 @@ def private_dir(tmp: str) -> str | None:
     return path
 
 
-def _here_path() -> str | None:
+def owner_pid(env: Mapping[str, str], parent: int, proc: str = "/proc") -> int | None:
+    """The process whose life bounds the warm process: `STATICMQ_WARM_RUNNER_OWNER` if set, else
+    the runner's parent when it is a JVM (Spark's driver starts runners itself). None otherwise: a
+    runner started through a wrapper that stays its parent (a shell that does not `exec`) would
+    start a warm process per query, which none would use."""
+    given = env.get(OWNER, "")
+    if given:
+        return int(given) if given.isdigit() else None
+    try:
+        with open(f"{proc}/{parent}/comm") as f:
+            command = f.read().strip()
+    except OSError:
+        return parent if not os.path.isdir(proc) else None  # no /proc to ask (not Linux)
+    return parent if command == "java" else None
+
+
+def _here() -> tuple[str, int] | None:
     base = private_dir(os.environ.get("TMPDIR") or "/tmp")
-    if base is None:
+    owner = owner_pid(os.environ, os.getppid())
+    if base is None or owner is None:
         return None
-    path = socket_path(os.environ, sys.executable, os.getcwd(), os.getppid(), base)
-    return path if len(path) <= SOCKET_PATH_MAX else None
+    path = socket_path(os.environ, sys.executable, os.getcwd(), owner, base)
+    return (path, owner) if len(path) <= SOCKET_PATH_MAX else None
 
 
 # --- the stand-in: the process Spark started ------------------------------------------------------
@@ -88,15 +108,16 @@ def hand_over() -> int | None:
     or None when this process must start the runner itself (and the warm process was started)."""
     if os.environ.get(SWITCH, "1") == "0":
         return None
-    path = _here_path()
-    if path is None:
+    here = _here()
+    if here is None:
         return None
+    path, owner = here
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path)
     except OSError:
         conn.close()
-        start_warm_process(path, os.getppid())
+        start_warm_process(path, owner)
         return None
     with conn:
         return _stand_in(conn)

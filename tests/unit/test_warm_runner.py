@@ -92,6 +92,7 @@ def tmp_short() -> Iterator[str]:
 def runner_env(jvm: FakeJvm, tmp: str, **extra: str) -> dict[str, str]:
     env = worker_environment({k: v for k, v in os.environ.items() if k not in warm.PER_RUNNER})
     env.update(TMPDIR=tmp, PYTHON_WORKER_FACTORY_PORT=str(jvm.port), PYTHON_WORKER_FACTORY_SECRET=jvm.secret)
+    env[warm.OWNER] = str(os.getpid())  # this test process stands in for the JVM that starts runners
     env.update(extra)
     return env
 
@@ -191,10 +192,11 @@ def test_a_forked_runner_ends_when_the_process_spark_started_is_killed(jvm: Fake
 def test_the_warm_process_ends_with_the_process_that_started_its_first_runner(jvm: FakeJvm, tmp_short: str) -> None:
     env = runner_env(jvm, tmp_short)
     # An owner in place of the JVM: it starts one runner, waits for it and exits.
-    owner = subprocess.Popen(
-        [sys.executable, "-c", f"import subprocess, sys; subprocess.run({RUNNER!r}, stderr=subprocess.DEVNULL)"],
-        env=env,
+    code = (
+        f"import os, subprocess; os.environ[{warm.OWNER!r}] = str(os.getpid()); "
+        f"subprocess.run({RUNNER!r}, stderr=subprocess.DEVNULL)"
     )
+    owner = subprocess.Popen([sys.executable, "-c", code], env=env)
     jvm.next_pid(0)
     path = warm_socket(tmp_short)
     assert path.name.startswith(f"{owner.pid}-")
@@ -227,3 +229,27 @@ def test_a_warm_runner_directory_others_can_enter_is_not_used(tmp_path: Path) ->
     assert mine is not None and os.stat(mine).st_mode & 0o777 == 0o700
     os.chmod(mine, 0o755)
     assert warm.private_dir(str(tmp_path)) is None
+
+
+def test_a_runner_whose_parent_is_not_a_jvm_has_no_owner_unless_one_is_named(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    for pid, command in ((10, "java"), (11, "bash")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "comm").write_text(command + "\n")
+    assert warm.owner_pid({}, 10, str(proc)) == 10
+    assert warm.owner_pid({}, 11, str(proc)) is None  # e.g. a shell wrapper that did not exec
+    assert warm.owner_pid({}, 12, str(proc)) is None  # gone already
+    assert warm.owner_pid({warm.OWNER: "11"}, 11, str(proc)) == 11
+    assert warm.owner_pid({warm.OWNER: "x"}, 10, str(proc)) is None
+    assert warm.owner_pid({}, 10, str(tmp_path / "no-proc")) == 10  # no /proc to ask
+
+
+def test_a_runner_started_by_a_process_that_is_not_a_jvm_starts_as_usual(jvm: FakeJvm, tmp_short: str) -> None:
+    env = runner_env(jvm, tmp_short)
+    del env[warm.OWNER]  # its parent is this test's Python
+    proc = subprocess.Popen(RUNNER, env=env, stderr=subprocess.DEVNULL)
+    assert jvm.next_pid(0) == proc.pid
+    jvm.release()
+    proc.wait(timeout=60)
+    time.sleep(1)
+    assert not list(Path(tmp_short).glob("staticmq-warm-runner-*/*.sock"))
