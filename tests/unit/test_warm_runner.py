@@ -116,7 +116,7 @@ def gone(pid: int, timeout: float = 30) -> bool:
     while time.monotonic() < deadline:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone before the open, or between open and read
             return True
         if state == "Z":
             return True
