@@ -168,7 +168,10 @@ _run_next_sitecustomize()
 if is_pyspark_daemon(sys.orig_argv):  # the daemon forks a worker per connection; its module is __main__
     os.register_at_fork(after_in_child=lambda: serve_acking_at_once(sys.modules["__main__"]))
 if _warm_runner_started(sys.orig_argv):  # a streaming query's source runner: see staticmq_warm_runner
-    _warm = importlib.import_module("staticmq_warm_runner")
-    _code = _warm.hand_over()
+    try:
+        _warm = importlib.import_module("staticmq_warm_runner")
+        _code = _warm.hand_over()
+    except Exception:  # any failure before a child was told to go: the runner starts as usual
+        _code = None
     if _code is not None:
         _warm.exit_as(_code)

@@ -141,10 +141,10 @@ def _stand_in(conn: socket.socket) -> int | None:
         if go_read >= 0:
             os.close(go_read)
         return None  # no child was told to go: this process starts the runner itself
-    if not first.startswith(b"pid "):
+    pid = _number_after(b"pid ", first)
+    if pid is None or pid <= 0:
         os.close(go_write)
         return None
-    pid = int(first[4:])
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda s, _frame: _forward(pid, s))
     os.write(go_write, b"g")  # the child runs from here; go_write stays open while this process lives
@@ -153,11 +153,22 @@ def _stand_in(conn: socket.socket) -> int | None:
         last = answers.readline()
     except OSError:
         last = b""
-    if last.startswith(b"exit "):
-        return int(last[5:])
+    code = _number_after(b"exit ", last)
+    if code is not None:
+        return code
     while _alive(pid):  # the warm process is gone: wait for the child itself
         time.sleep(0.1)
     return 1
+
+
+def _number_after(prefix: bytes, line: bytes) -> int | None:
+    """The integer of an answer line `<prefix><int>\n`; None for anything else."""
+    if not line.startswith(prefix):
+        return None
+    try:
+        return int(line[len(prefix) :])
+    except ValueError:
+        return None
 
 
 def _forward(pid: int, signum: int) -> None:

@@ -253,3 +253,28 @@ def test_a_runner_started_by_a_process_that_is_not_a_jvm_starts_as_usual(jvm: Fa
     proc.wait(timeout=60)
     time.sleep(1)
     assert not list(Path(tmp_short).glob("staticmq-warm-runner-*/*.sock"))
+
+
+def test_a_warm_process_that_answers_nonsense_leaves_the_runner_to_start_as_usual(jvm: FakeJvm, tmp_short: str) -> None:
+    env = runner_env(jvm, tmp_short)
+    base = warm.private_dir(tmp_short)
+    assert base is not None
+    path = warm.socket_path(env, sys.executable, os.getcwd(), os.getpid(), base)
+    impostor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    impostor.bind(path)
+    impostor.listen(1)
+
+    def answer_nonsense() -> None:
+        conn, _ = impostor.accept()
+        with conn:
+            conn.recv(1 << 16)
+            conn.sendall(b"pid twelve\n")
+
+    threading.Thread(target=answer_nonsense, daemon=True).start()
+    proc = subprocess.Popen(RUNNER, env=env, stderr=subprocess.DEVNULL)
+    try:
+        assert jvm.next_pid(0) == proc.pid
+    finally:
+        jvm.release()
+        proc.wait(timeout=60)
+        impostor.close()
