@@ -149,9 +149,10 @@ def serve_acking_at_once(main: Any) -> None:
 
 
 def _warm_runner_started(argv: list[str]) -> bool:
-    """Whether this is `python -m pyspark.sql.streaming.python_streaming_source_runner` (what
-    `staticmq_warm_runner.is_source_runner` says, without importing it in every other worker)."""
-    return "pyspark.sql.streaming.python_streaming_source_runner" in argv and os.path.isfile(
+    """Whether this is `python -m <staticmq_warm_runner.RUNNER_MODULE>`, a streaming query's source
+    runner (checked here, so that other workers do not import that module), and it is beside this file."""
+    runner = "pyspark.sql.streaming.python_streaming_source_runner"
+    return any(a == "-m" and b == runner for a, b in itertools.pairwise(argv)) and os.path.isfile(
         os.path.join(_HERE, "staticmq_warm_runner.py")
     )
 
