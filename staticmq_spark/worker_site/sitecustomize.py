@@ -148,18 +148,21 @@ def serve_acking_at_once(main: Any) -> None:
     main.worker = worker
 
 
+def _runs_module(argv: list[str], module: str) -> bool:
+    """Whether the interpreter was started as `python -m <module> ...`."""
+    return any(a == "-m" and b == module for a, b in itertools.pairwise(argv))
+
+
 def _warm_runner_started(argv: list[str]) -> bool:
     """Whether this is `python -m <staticmq_warm_runner.RUNNER_MODULE>`, a streaming query's source
     runner (checked here, so that other workers do not import that module), and it is beside this file."""
     runner = "pyspark.sql.streaming.python_streaming_source_runner"
-    return any(a == "-m" and b == runner for a, b in itertools.pairwise(argv)) and os.path.isfile(
-        os.path.join(_HERE, "staticmq_warm_runner.py")
-    )
+    return _runs_module(argv, runner) and os.path.isfile(os.path.join(_HERE, "staticmq_warm_runner.py"))
 
 
 def is_pyspark_daemon(argv: list[str]) -> bool:
     """Whether the interpreter was started as `python -m pyspark.daemon ...` (Spark's worker daemon)."""
-    return any(a == "-m" and b == "pyspark.daemon" for a, b in itertools.pairwise(argv))
+    return _runs_module(argv, "pyspark.daemon")
 
 
 _kept = prefer_installed(sys.path)
