@@ -133,6 +133,21 @@ def warmed(jvm: FakeJvm, tmp: str) -> None:
     warm_socket(tmp)
 
 
+def started_as_usual(jvm: FakeJvm, env: dict[str, str]) -> None:
+    """Start a runner with `env`: it must be the process that reaches the JVM (no hand-over); end it."""
+    proc = subprocess.Popen(RUNNER, env=env, stderr=subprocess.DEVNULL)
+    try:
+        assert jvm.next_pid(len(jvm.pids)) == proc.pid
+    finally:
+        jvm.release()
+        proc.wait(timeout=60)
+
+
+def no_warm_process_started(tmp: str) -> bool:
+    time.sleep(1)  # a warm process started beside the runner would be listening by now
+    return not list(Path(tmp).glob("staticmq-warm-runner-*/*.sock"))
+
+
 def test_the_first_runner_starts_as_usual_and_a_later_one_is_forked_from_the_warm_process(
     jvm: FakeJvm, tmp_short: str
 ) -> None:
@@ -160,12 +175,8 @@ def test_the_first_runner_starts_as_usual_and_a_later_one_is_forked_from_the_war
 
 
 def test_a_runner_started_with_the_warm_runner_off_starts_no_warm_process(jvm: FakeJvm, tmp_short: str) -> None:
-    proc = subprocess.Popen(RUNNER, env=runner_env(jvm, tmp_short, STATICMQ_WARM_RUNNER="0"), stderr=subprocess.DEVNULL)
-    assert jvm.next_pid(0) == proc.pid
-    jvm.release()
-    proc.wait(timeout=60)
-    time.sleep(1)
-    assert not list(Path(tmp_short).glob("staticmq-warm-runner-*/*.sock"))
+    started_as_usual(jvm, runner_env(jvm, tmp_short, STATICMQ_WARM_RUNNER="0"))
+    assert no_warm_process_started(tmp_short)
 
 
 def test_sigterm_to_the_process_spark_started_ends_the_forked_runner_and_both_report_it(
@@ -247,12 +258,8 @@ def test_a_runner_whose_parent_is_not_a_jvm_has_no_owner_unless_one_is_named(tmp
 def test_a_runner_started_by_a_process_that_is_not_a_jvm_starts_as_usual(jvm: FakeJvm, tmp_short: str) -> None:
     env = runner_env(jvm, tmp_short)
     del env[warm.OWNER]  # its parent is this test's Python
-    proc = subprocess.Popen(RUNNER, env=env, stderr=subprocess.DEVNULL)
-    assert jvm.next_pid(0) == proc.pid
-    jvm.release()
-    proc.wait(timeout=60)
-    time.sleep(1)
-    assert not list(Path(tmp_short).glob("staticmq-warm-runner-*/*.sock"))
+    started_as_usual(jvm, env)
+    assert no_warm_process_started(tmp_short)
 
 
 def test_a_warm_process_that_answers_nonsense_leaves_the_runner_to_start_as_usual(jvm: FakeJvm, tmp_short: str) -> None:
@@ -271,10 +278,7 @@ def test_a_warm_process_that_answers_nonsense_leaves_the_runner_to_start_as_usua
             conn.sendall(b"pid twelve\n")
 
     threading.Thread(target=answer_nonsense, daemon=True).start()
-    proc = subprocess.Popen(RUNNER, env=env, stderr=subprocess.DEVNULL)
     try:
-        assert jvm.next_pid(0) == proc.pid
+        started_as_usual(jvm, env)
     finally:
-        jvm.release()
-        proc.wait(timeout=60)
         impostor.close()
