@@ -1,6 +1,7 @@
 """The `sitecustomize` of staticmq's Spark Python workers: it rewrites `sys.path` at their start,
 taking Spark's zipped pyspark off it when the same pyspark is installed (see `__init__`), and makes
-the worker daemon's task sockets acknowledge what the JVM sends at once (`acks_at_once`).
+the worker daemon's task sockets acknowledge what the JVM sends at once (`acks_at_once`), and
+has the daemon import staticmq's task code before it serves (`preload_daemon`).
 
 Spark puts `$SPARK_HOME/python/lib/pyspark.zip` (and py4j's zip) first on a worker's path. Python
 cannot cache the bytecode of modules imported from a zip, so every new worker compiles pyspark's
@@ -25,6 +26,7 @@ import os
 import socket
 import sys
 import zipimport
+from collections.abc import Mapping
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -148,6 +150,25 @@ def serve_acking_at_once(main: Any) -> None:
     main.worker = worker
 
 
+def preload_daemon(argv: list[str], environ: Mapping[str, str]) -> None:
+    """In pyspark's daemon, before it serves: import what its workers import for staticmq
+    (`staticmq_spark.worker_preload`; the daemon's worker module follows `-m pyspark.daemon`,
+    `pyspark.worker` if none), so that each worker it forks starts with it, including the ones
+    that replace workers Spark stopped after a minute idle. Here and not in a before-fork
+    hook: modules imported there register fork hooks of their own whose "after" half would run
+    without their "before" half (concurrent.futures' lock). `STATICMQ_WORKER_PRELOAD=0` turns it
+    off. A preload that fails leaves the workers to import what they need, as before; its message
+    goes to stderr (the daemon's stdout carries its port to the JVM)."""
+    if environ.get("STATICMQ_WORKER_PRELOAD", "1") == "0":
+        return
+    after = list(itertools.dropwhile(lambda a: a != "pyspark.daemon", argv))[1:]
+    worker_module = after[0] if after and after[0].startswith("pyspark") else "pyspark.worker"
+    try:
+        importlib.import_module("staticmq_spark.worker_preload").preload_task_path(worker_module)
+    except Exception as exc:  # the workers import it themselves
+        print(f"staticmq: preloading the worker daemon failed ({exc!r})", file=sys.stderr)
+
+
 def _runs_module(argv: list[str], module: str) -> bool:
     """Whether the interpreter was started as `python -m <module> ...`."""
     return any(a == "-m" and b == module for a, b in itertools.pairwise(argv))
@@ -170,6 +191,7 @@ _forget_finders(set(sys.path) - set(_kept))
 sys.path[:] = _kept
 _run_next_sitecustomize()
 if is_pyspark_daemon(sys.orig_argv):  # the daemon forks a worker per connection; its module is __main__
+    preload_daemon(sys.orig_argv, os.environ)
     os.register_at_fork(after_in_child=lambda: serve_acking_at_once(sys.modules["__main__"]))
 if _warm_runner_started(sys.orig_argv):  # a streaming query's source runner: see staticmq_warm_runner
     try:

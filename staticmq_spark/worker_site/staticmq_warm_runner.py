@@ -231,11 +231,7 @@ def preload() -> None:
     importlib.import_module(RUNNER_MODULE)
     importlib.import_module("staticmq_spark.data_source")
     importlib.import_module("staticmq_spark.source.stream_reader")
-    from staticmq_spark.backends.registry import ENTRY_POINTS
-
-    for scheme, entry in ENTRY_POINTS.items():
-        if scheme != "memory":
-            importlib.import_module(entry.partition(":")[0])
+    importlib.import_module("staticmq_spark.worker_preload").import_backends()
     sys.modules.pop(RUNNER_MODULE, None)
 
 

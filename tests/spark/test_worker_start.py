@@ -1,7 +1,8 @@
 """A streaming query's source runner, the Python process Spark starts per query, imports the
 installed pyspark (its compiled modules) when the source was registered through `worker_site`,
 as `configure_spark` registers `staticmq`; and pyspark.zip when registered plainly. The read tasks
-of such a source run in workers that acknowledge the JVM's task pieces at once. After a session's
+of such a source run in workers that acknowledge the JVM's task pieces at once, forked by a
+daemon that imported staticmq's task code first. After a session's
 first query, each query's runner is forked from the session's warm runner process."""
 
 from __future__ import annotations
@@ -122,6 +123,46 @@ def test_a_read_task_starts_on_a_socket_that_acknowledges_the_jvm_at_once(spark)
     assert len(rows) == 8
     assert len({r.pid for r in rows}) < 8  # reused workers too, whose sockets answered a task before
     assert all(r.wrapped for r in rows), rows  # what acks_at_once does to a socket: tests/unit/test_worker_site.py
+
+
+DAEMON_PROBE_SCHEMA = pa.schema([("daemon", pa.string()), ("daemon_has_grpc", pa.bool_())])
+
+
+class DaemonProbeReader(DataSourceReader):
+    """One row per task: the command line of the process that forked its worker, and whether that
+    process has grpc's library loaded (a read task of this probe imports nothing of staticmq)."""
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(2)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            daemon = f.read().replace(b"\0", b" ").decode()
+        with open(f"/proc/{os.getppid()}/maps") as maps:
+            has_grpc = any(os.path.basename(line.split()[-1]).startswith("cygrpc.") for line in maps)
+        yield pa.RecordBatch.from_pydict(
+            {"daemon": [daemon], "daemon_has_grpc": [has_grpc]}, schema=DAEMON_PROBE_SCHEMA
+        )
+
+
+class DaemonProbeSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "task_daemon_probe"
+
+    def schema(self) -> str:
+        return "daemon string, daemon_has_grpc boolean"
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return DaemonProbeReader()
+
+
+def test_the_worker_daemon_of_staticmq_tasks_imports_their_code_before_it_forks_a_worker(spark) -> None:
+    register(spark, DaemonProbeSource)
+    rows = spark.read.format("task_daemon_probe").load().collect()
+    assert len(rows) == 2
+    assert all("-m pyspark.daemon pyspark.worker" in r.daemon for r in rows), rows
+    assert all(r.daemon_has_grpc for r in rows), rows  # only staticmq's backends import grpc
 
 
 class RunnerProcessReader(RunnerPathReader):

@@ -129,3 +129,47 @@ def test_each_task_of_a_daemon_worker_starts_with_its_socket_acknowledging_at_on
     assert before == "0"
     assert served == "0 [(1, True)] True"  # the wrapped worker ran with the socket already acking
     assert daemon_or_not == "True False"
+
+
+def daemon_libraries(worker_module: str, **env: str) -> set[str]:
+    """Start pyspark's daemon for `worker_module` as Spark starts it for staticmq (PYTHONPATH with
+    the worker site), wait until it tells its port (it serves from then on), and return the file
+    names of the shared libraries it has loaded by then; closing its stdin ends it."""
+    environ = {**os.environ, "PYTHONPATH": WORKER_SITE, "SPARK_REUSE_WORKER": "1", **env}
+    environ.pop("PYTHON_UNIX_DOMAIN_ENABLED", None)  # TCP: the daemon writes a 4-byte port
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "pyspark.daemon", worker_module],
+        env=environ,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert daemon.stdout is not None and len(daemon.stdout.read(4)) == 4, daemon.stderr
+        with open(f"/proc/{daemon.pid}/maps") as maps:
+            return {os.path.basename(line.split()[-1]) for line in maps if "/" in line}
+    finally:
+        assert daemon.stdin is not None
+        daemon.stdin.close()
+        try:
+            daemon.wait(timeout=30)
+        finally:
+            daemon.kill()
+            assert daemon.stderr is not None
+            daemon.stderr.close()
+            daemon.stdout.close()
+
+
+def test_a_worker_daemon_imports_what_staticmq_tasks_import_before_it_serves() -> None:
+    """Each worker the daemon forks, also the ones that replace workers Spark stopped after a minute
+    idle, starts with pyarrow, grpc and the connector imported. The daemons that create a data
+    source or plan its reads (one per worker module) do the same."""
+    for worker_module in ("pyspark.worker", "pyspark.sql.worker.create_data_source"):
+        loaded = daemon_libraries(worker_module)
+        assert any(name.startswith("cygrpc.") for name in loaded), (worker_module, sorted(loaded))
+        assert any(name.startswith("libarrow.so") for name in loaded), (worker_module, sorted(loaded))
+
+
+def test_staticmq_worker_preload_0_leaves_the_daemon_as_pyspark_starts_it() -> None:
+    loaded = daemon_libraries("pyspark.worker", STATICMQ_WORKER_PRELOAD="0")
+    assert not any(name.startswith(("cygrpc.", "libarrow.so")) for name in loaded), sorted(loaded)
