@@ -63,21 +63,45 @@ def _pids() -> Iterator[str]:
 
 
 def tree_cpu(root: int | None = None, exclude: Iterable[int] = ()) -> dict[int, float]:
-    """CPU-seconds of every live process under `root` (this one by default), `exclude`d subtrees left out."""
+    """CPU-seconds of every live process under `root` (this one by default), `exclude`d subtrees left
+    out, each with what its reaped children spent (cutime + cstime): a process that ran and exited
+    under a live one (a query's runner, a Python worker the daemon reaped) is counted in its
+    parent. staticmq's warm runner processes (`staticmq_warm_runner serve <socket> <owner pid>`)
+    belong to the tree of their owner, the driver's JVM, though their parent is init: they fork
+    each query's runner."""
     stats: dict[int, tuple[int, float]] = {}  # pid -> (parent pid, CPU-seconds)
+    owners: dict[int, list[int]] = defaultdict(list)  # owner pid -> its warm runner processes
     for name in _pids():
         if (stat := _stat_fields(f"/proc/{name}/stat")) is not None:
-            stats[int(name)] = int(stat[1][1]), _seconds(stat[1])
+            stats[int(name)] = int(stat[1][1]), _seconds(stat[1]) + _seconds(stat[1], children=True)
+            if stat[0].startswith("python"):
+                owner = _warm_runner_owner(name)
+                if owner is not None:
+                    owners[owner].append(int(name))
     skip = set(exclude)
     keep: dict[int, float] = {}
     frontier = [root or os.getpid()]
     while frontier:
         pid = frontier.pop()
-        if pid in skip or pid not in stats:
+        if pid in skip or pid not in stats or pid in keep:
             continue
         keep[pid] = stats[pid][1]
         frontier.extend(child for child, (parent, _) in stats.items() if parent == pid)
+        frontier.extend(owners.get(pid, ()))
     return keep
+
+
+def _warm_runner_owner(pid: str) -> int | None:
+    """The owner pid of a staticmq warm runner process, None for any other process."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return None
+    if b"staticmq_warm_runner" in argv and b"serve" in argv:
+        last = [a for a in argv if a][-1]
+        return int(last) if last.isdigit() else None
+    return None
 
 
 def descendants(root: int | None = None) -> set[int]:
@@ -91,7 +115,8 @@ def cpu_of(pids: Iterable[int]) -> float:
 
 
 class CpuMeter:
-    """CPU-seconds spent by the tree between start() and stop(), processes started in between counted whole."""
+    """CPU-seconds spent by the tree (`tree_cpu`) between start() and stop(), processes started
+    and ended in between included."""
 
     def __init__(self, exclude: Iterable[int] = ()) -> None:
         self.exclude = set(exclude)
@@ -101,8 +126,9 @@ class CpuMeter:
         self.before = tree_cpu(exclude=self.exclude)
 
     def stop(self) -> float:
-        after = tree_cpu(exclude=self.exclude)
-        return sum(seconds - self.before.get(pid, 0.0) for pid, seconds in after.items())
+        """The tree's CPU-seconds now less at start(): a process gone meanwhile was reaped by one
+        in the tree, whose reaped children's time now holds all of it (before start() too)."""
+        return sum(tree_cpu(exclude=self.exclude).values()) - sum(self.before.values())
 
 
 # ------------------------------------------------------------------- groups of processes and threads

@@ -28,8 +28,9 @@ Durability is the same for all: staticmq's broker runs flush=sync (fsync before 
 commit), Kafka runs log.flush.interval.messages=1 (fsync after every append, before the ack),
 RocketMQ runs flushDiskType=SYNC_FLUSH (fsync before the ack).
 Rows/s is rows / wall clock of the timed part; CPU-s/M rows is the CPU time of every process of the
-tree (servers of that system, this driver, Spark's JVM and Python workers; the other system's
-servers excluded) per million rows. `--repeat N` runs every figure N times, the systems interleaved
+tree (servers of that system, this driver, Spark's JVM and Python workers, with the processes that
+ended meanwhile, such as a query's runner, and staticmq's warm runner; the other system's servers
+excluded) per million rows. `--repeat N` runs every figure N times, the systems interleaved
 (A B A B ...), each round on fresh topics; the table shows each system's median and each ratio's
 median with its min-max, the ratios paired run by run; the JSON keeps every run (`runs`, `cpu_runs`),
 and a bar chart of the ratios is drawn next to it (`bench/peers/chart.py`, matplotlib: `dev` extra).

@@ -89,78 +89,53 @@ def test_configure_spark_registers_staticmq_with_the_worker_site_on_its_workers_
     assert str(source.dataSourceCls().envVars().get("PYTHONPATH")).split(":")[0] == WORKER_SITE
 
 
-ACK_PROBE_SCHEMA = pa.schema([("pid", pa.int32()), ("wrapped", pa.bool_())])
+TASK_PROBE_SCHEMA = pa.schema(
+    [("pid", pa.int32()), ("wrapped", pa.bool_()), ("daemon", pa.string()), ("daemon_has_grpc", pa.bool_())]
+)
 
 
-class AckProbeReader(DataSourceReader):
-    """One row per task: its worker's pid, and whether the daemon's `worker`, which served the task,
-    is the one that first takes the socket out of delayed-acknowledgement mode."""
+class TaskProbeReader(DataSourceReader):
+    """One row per task: its worker's pid; whether the daemon's `worker`, which served the task, is
+    the one that first takes the socket out of delayed-acknowledgement mode; the command line of
+    the daemon that forked the worker, and whether that daemon has grpc's library loaded (a task of
+    this probe imports nothing of staticmq)."""
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(i) for i in range(8)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         wrapped = bool(getattr(getattr(sys.modules["__main__"], "worker", None), "acks_at_once", False))
-        row = {"pid": [os.getpid()], "wrapped": [wrapped]}
-        yield pa.RecordBatch.from_pydict(row, schema=ACK_PROBE_SCHEMA)
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            daemon = f.read().replace(b"\0", b" ").decode()
+        with open(f"/proc/{os.getppid()}/maps") as maps:
+            has_grpc = any(os.path.basename(line.split()[-1]).startswith("cygrpc.") for line in maps)
+        row = {"pid": [os.getpid()], "wrapped": [wrapped], "daemon": [daemon], "daemon_has_grpc": [has_grpc]}
+        yield pa.RecordBatch.from_pydict(row, schema=TASK_PROBE_SCHEMA)
 
 
-class AckProbeSource(DataSource):
+class TaskProbeSource(DataSource):
     @classmethod
     def name(cls) -> str:
-        return "task_ack_probe"
+        return "task_probe"
 
     def schema(self) -> str:
-        return "pid int, wrapped boolean"
+        return "pid int, wrapped boolean, daemon string, daemon_has_grpc boolean"
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return AckProbeReader()
+        return TaskProbeReader()
 
 
 def test_a_read_task_starts_on_a_socket_that_acknowledges_the_jvm_at_once(spark) -> None:
-    register(spark, AckProbeSource)
-    rows = spark.read.format("task_ack_probe").load().collect()
+    register(spark, TaskProbeSource)
+    rows = spark.read.format("task_probe").load().collect()
     assert len(rows) == 8
     assert len({r.pid for r in rows}) < 8  # reused workers too, whose sockets answered a task before
     assert all(r.wrapped for r in rows), rows  # what acks_at_once does to a socket: tests/unit/test_worker_site.py
 
 
-DAEMON_PROBE_SCHEMA = pa.schema([("daemon", pa.string()), ("daemon_has_grpc", pa.bool_())])
-
-
-class DaemonProbeReader(DataSourceReader):
-    """One row per task: the command line of the process that forked its worker, and whether that
-    process has grpc's library loaded (a read task of this probe imports nothing of staticmq)."""
-
-    def partitions(self) -> list[InputPartition]:
-        return [InputPartition(i) for i in range(2)]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
-            daemon = f.read().replace(b"\0", b" ").decode()
-        with open(f"/proc/{os.getppid()}/maps") as maps:
-            has_grpc = any(os.path.basename(line.split()[-1]).startswith("cygrpc.") for line in maps)
-        yield pa.RecordBatch.from_pydict(
-            {"daemon": [daemon], "daemon_has_grpc": [has_grpc]}, schema=DAEMON_PROBE_SCHEMA
-        )
-
-
-class DaemonProbeSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "task_daemon_probe"
-
-    def schema(self) -> str:
-        return "daemon string, daemon_has_grpc boolean"
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        return DaemonProbeReader()
-
-
 def test_the_worker_daemon_of_staticmq_tasks_imports_their_code_before_it_forks_a_worker(spark) -> None:
-    register(spark, DaemonProbeSource)
-    rows = spark.read.format("task_daemon_probe").load().collect()
-    assert len(rows) == 2
+    register(spark, TaskProbeSource)
+    rows = spark.read.format("task_probe").load().collect()
     assert all("-m pyspark.daemon pyspark.worker" in r.daemon for r in rows), rows
     assert all(r.daemon_has_grpc for r in rows), rows  # only staticmq's backends import grpc
 
