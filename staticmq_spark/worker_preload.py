@@ -7,9 +7,10 @@ Why the daemon: pyspark's daemon forks a worker per task connection and that wor
 pyspark's worker module, pyarrow, numpy, grpc and the connector (~0.35 CPU-s on 2 cores) before
 its first task. Spark stops a worker idle for one minute, so a query that starts after a minute of
 quiet (a scheduled AvailableNow job, the next micro-batch of a slow trigger) pays that again in
-every new worker: 200,000 rows of 1 KiB in 4 micro-batches took 2.4-2.6 s after 70 s idle against
-1.35-1.7 s right after another query (docs/investigations/2026-12-06-worker-preload.md). Imported
-once in the daemon, every worker it forks starts with them.
+every new worker: 200,000 rows of 1 KiB in 4 micro-batches took 2.4-2.9 s after 70 s idle against
+1.35-1.85 s right after another query, 2.2-2.4 s after 70 s idle with this preload
+(docs/investigations/2026-12-06-worker-preload.md). Imported once in the daemon, every worker it
+forks starts with them (~95 MB resident in the daemon, shared by its workers).
 """
 
 from __future__ import annotations
