@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from bench.common.cpu import CpuMeter, tree_cpu
 
@@ -21,42 +23,30 @@ def test_a_process_that_ran_and_exited_during_the_measure_is_counted_in_its_pare
     assert meter.stop() >= 0.25
 
 
+@contextmanager
+def orphan(*argv: str) -> Iterator[int]:
+    """`argv` run as a process whose parent exited at once (init adopts it); killed at the end."""
+    launcher = subprocess.run(
+        [sys.executable, "-c", LAUNCH, *argv], capture_output=True, text=True, check=True, timeout=60
+    )
+    pid = int(launcher.stdout)
+    try:
+        yield pid
+    finally:
+        os.kill(pid, 9)
+
+
 def test_a_warm_runner_process_counts_in_the_tree_of_its_owner_though_init_is_its_parent() -> None:
     """A process started as `... staticmq_warm_runner serve <socket> <owner pid>` whose parent
     exited (so init adopted it), like the warm runner the first query runner of a session starts."""
     code = BURN + "time.sleep(30)\n"
-    argv = [sys.executable, "-c", code, "staticmq_warm_runner", "serve", "/nonexistent.sock", str(os.getpid())]
-    launcher = subprocess.run(
-        [sys.executable, "-c", LAUNCH, *argv],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    orphan = int(launcher.stdout)
-    try:
+    with orphan(sys.executable, "-c", code, "staticmq_warm_runner", "serve", "/x.sock", str(os.getpid())) as pid:
         deadline = time.monotonic() + 30
-        while orphan not in tree_cpu() and time.monotonic() < deadline:
+        while tree_cpu().get(pid, 0.0) < 0.25 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert orphan in tree_cpu()
-        while tree_cpu()[orphan] < 0.25 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert tree_cpu()[orphan] >= 0.25
-    finally:
-        os.kill(orphan, 9)
+        assert tree_cpu().get(pid, 0.0) >= 0.25
 
 
 def test_another_orphan_is_not_counted() -> None:
-    argv = [sys.executable, "-c", "import time; time.sleep(30)", "serve", str(os.getpid())]
-    launcher = subprocess.run(
-        [sys.executable, "-c", LAUNCH, *argv],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    orphan = int(launcher.stdout)
-    try:
-        assert orphan not in tree_cpu()
-    finally:
-        os.kill(orphan, 9)
+    with orphan(sys.executable, "-c", "import time; time.sleep(30)", "serve", str(os.getpid())) as pid:
+        assert pid not in tree_cpu()
