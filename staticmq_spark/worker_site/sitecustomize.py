@@ -161,7 +161,7 @@ def preload_daemon(argv: list[str], environ: Mapping[str, str]) -> None:
     goes to stderr (the daemon's stdout carries its port to the JVM)."""
     if environ.get("STATICMQ_WORKER_PRELOAD", "1") == "0":
         return
-    after = list(itertools.dropwhile(lambda a: a != "pyspark.daemon", argv))[1:]
+    after = _module_args(argv, "pyspark.daemon") or []
     worker_module = after[0] if after and after[0].startswith("pyspark") else "pyspark.worker"
     try:
         importlib.import_module("staticmq_spark.worker_preload").preload_task_path(worker_module)
@@ -169,9 +169,18 @@ def preload_daemon(argv: list[str], environ: Mapping[str, str]) -> None:
         print(f"staticmq: preloading the worker daemon failed ({exc!r})", file=sys.stderr)
 
 
+def _module_args(argv: list[str], module: str) -> list[str] | None:
+    """The arguments after `-m <module>` when the interpreter was started as `python -m <module> ...`,
+    None otherwise."""
+    for i, (a, b) in enumerate(itertools.pairwise(argv)):
+        if a == "-m" and b == module:
+            return argv[i + 2 :]
+    return None
+
+
 def _runs_module(argv: list[str], module: str) -> bool:
     """Whether the interpreter was started as `python -m <module> ...`."""
-    return any(a == "-m" and b == module for a, b in itertools.pairwise(argv))
+    return _module_args(argv, module) is not None
 
 
 def _warm_runner_started(argv: list[str]) -> bool:
