@@ -64,7 +64,7 @@ class FloorSource(DataSource):
         return FloorReader(self.options["path"], int(self.options.get("partitions", "2")), self._wide())
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return DriverFloorReader(self.options["path"])
+        return DriverFloorReader(self.options["path"], self._wide())
 
 
 class Range(InputPartition):
@@ -135,8 +135,9 @@ class DriverFloorReader(SimpleDataSourceStreamReader):
     """The records read in the query's driver-side runner: pyspark hands them to Spark with the plan,
     and the micro-batch runs no Python read task."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, wide: bool = False) -> None:
         self.path = path
+        self.wide = wide
 
     def initialOffset(self) -> dict[str, Any]:
         return {"n": records(self.path)}
@@ -146,7 +147,7 @@ class DriverFloorReader(SimpleDataSourceStreamReader):
         return iter(list(self.readBetweenOffsets(start, end))), end  # pyspark copies the iterator
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        return FloorReader(self.path, 1).read(Range(start["n"], end["n"]))
+        return FloorReader(self.path, 1, self.wide).read(Range(start["n"], end["n"]))
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to commit."""

@@ -13,7 +13,8 @@ data source that reads a local file of fixed-size records: the floor of pyspark'
 machinery, with 2 partitions (one empty, as staticmq's for these one-key probes), or N
 (`python-floor-N`, the records in the first: `python-floor-1` plans as Kafka's source, which leaves
 out partitions without records). `staticmq-driver-read` is staticmq with driverReadMaxMessages=10000
-and `python-floor-driver` the floor as a simple reader: both read a micro-batch in the query's
+and `python-floor-driver` the floor as a simple reader (`python-floor-driver-wide`: its records in
+staticmq's 11 columns): both read a micro-batch in the query's
 driver-side runner, which hands the rows to Spark with the plan (no Python read task). Printed per
 system: the median of each `durationMs` phase over the micro-batches that held rows (the first left
 out), rows per batch, and the latency p50 / p99. The driver's pid is printed first, so that `py-spy
@@ -81,6 +82,7 @@ def senders(
     for system in (
         "python-floor",
         "python-floor-driver",
+        "python-floor-driver-wide",
         "python-floor-1-wide",
         *(f"python-floor-{n}" for n in range(1, 9)),
     ):
@@ -136,6 +138,8 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
         ends["python-floor-1-wide"] = Endpoint("python-floor-1-wide", "bench_floor", wide)
         driver = {"path": f"{tmp}/floor.queue", "partitions": "driver"}
         ends["python-floor-driver"] = Endpoint("python-floor-driver", "bench_floor", driver)
+        wide_driver = {**driver, "schema": "staticmq"}
+        ends["python-floor-driver-wide"] = Endpoint("python-floor-driver-wide", "bench_floor", wide_driver)
         conf = {"spark.jars": ",".join(str(j) for j in spark_kafka_jars()), "spark.driver.memory": "1g"}
         conf["spark.sql.streaming.numRecentProgressUpdates"] = "10000"
         conf.update(setting.split("=", 1) for setting in args.conf)

@@ -12,7 +12,7 @@ the backend that can.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,8 +48,14 @@ class ClusterReader(Protocol):
     address: ClusterAddress
     capabilities: Capabilities
 
-    def gather(self, topic: str) -> dict[str, BrokerState]:
-        """Every live broker's mapping copy, topic config and physical queue bounds."""
+    def gather(self, topic: str, brokers: Mapping[str, str] | None = None) -> dict[str, BrokerState]:
+        """Every live broker's mapping copy, topic config and physical queue bounds; with `brokers`
+        (name -> address, as `live_brokers` gave), those brokers' without asking the name server.
+        A broker of `brokers` that does not answer is left out or raises StaticMQError."""
+        ...
+
+    def live_brokers(self) -> dict[str, str]:
+        """name -> address of every live broker, as the name server says now."""
         ...
 
     def topic_names(self) -> set[str]:

@@ -9,8 +9,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from staticmq_spark.backends import BrokerState, ClusterReader
-from staticmq_spark.errors import InvalidOptionError, QueueUnavailableError, TopicNotFoundError
-from staticmq_spark.mapping import Chain, Segment, SegmentTable, check_consistency, is_static_anywhere, logic_bounds
+from staticmq_spark.errors import InvalidOptionError, QueueUnavailableError, StaticMQError, TopicNotFoundError
+from staticmq_spark.mapping import (
+    Chain,
+    ConsistencyReport,
+    Segment,
+    SegmentTable,
+    check_consistency,
+    is_static_anywhere,
+    logic_bounds,
+)
+from staticmq_spark.source.live_brokers import LiveBrokers, doubtful
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +67,23 @@ class TopicSnapshot:
         return last.end_offset < 0 or last.logic_end() >= end
 
 
-def take_snapshot(access: ClusterReader, topic: str) -> TopicSnapshot:
-    states = access.gather(topic)
+def take_snapshot(access: ClusterReader, topic: str, live: LiveBrokers | None = None) -> TopicSnapshot:
+    """The topic as every live broker has it now. With `live`, the brokers on its kept list are
+    asked directly; an answer that may be missing a broker (`live_brokers.doubtful`) is dropped and
+    the name server's list asked for, as it is without `live`."""
+    kept = live.kept() if live is not None else None
+    if kept is not None:
+        try:
+            states = access.gather(topic, kept)
+        except StaticMQError as exc:
+            log.debug("static topic %s: a broker on the kept list did not answer (%s)", topic, exc.message)
+        else:
+            if is_static_anywhere(states):
+                report = _report(topic, states)
+                leaders = {q: chain[-1].bname for q, chain in report.chains.items() if chain}
+                if not doubtful(kept, states, leaders, report.total_queues, bool(report.problems)):
+                    return _snapshot(topic, states, report)
+    states = access.gather(topic, live.ask(access) if live is not None else None)
     if not is_static_anywhere(states):
         if any(s.config is not None for s in states.values()):
             raise InvalidOptionError(
@@ -67,10 +91,18 @@ def take_snapshot(access: ClusterReader, topic: str) -> TopicSnapshot:
                 "(create one with `staticmq admin updateStaticTopic`)"
             )
         raise TopicNotFoundError(f"static topic {topic!r} does not exist")
-    members = {n: s.mapping for n, s in states.items() if s.mapping is not None or s.config is not None}
-    report = check_consistency(topic, members, live=states)
+    report = _report(topic, states)
     if report.problems:
         log.info("static topic %s: %s", topic, report.describe())
+    return _snapshot(topic, states, report)
+
+
+def _report(topic: str, states: dict[str, BrokerState]) -> ConsistencyReport:
+    members = {n: s.mapping for n, s in states.items() if s.mapping is not None or s.config is not None}
+    return check_consistency(topic, members, live=states)
+
+
+def _snapshot(topic: str, states: dict[str, BrokerState], report: ConsistencyReport) -> TopicSnapshot:
     missing = [q for q in range(report.total_queues) if q not in report.chains]
     if missing:
         raise QueueUnavailableError(f"static topic {topic!r}: logic queue(s) {missing} have no live broker")

@@ -230,7 +230,8 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def plan() -> list[QueuePartition]:
             nonlocal known
             access = self._cluster()
-            snaps = known if known is not None else {t: take_snapshot(access, t) for t in topics}
+            live = self._subscription.live
+            snaps = known if known is not None else {t: take_snapshot(access, t, live) for t in topics}
             known = None  # a retry after a failure takes new snapshots
             begin = self._begin(snaps, start, carried=carried)
             parts: list[QueuePartition] = []

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from staticmq_spark.backends import ClusterReader
 from staticmq_spark.errors import DataLossError, InvalidOptionError, TopicNotFoundError
+from staticmq_spark.source.live_brokers import LiveBrokers
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.snapshot import TopicSnapshot, take_snapshot
 
@@ -22,12 +23,13 @@ class Subscription:
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._plain: dict[str, float] = {}  # matching topics that are not static -> when seen
+        self.live = LiveBrokers()  # the brokers each trigger asks (live_brokers)
 
     def snapshots(self, access: ClusterReader, known: Iterable[str] = ()) -> Snapshots:
         """A snapshot of every subscribed topic. `known`: topics the query already has offsets for;
         with a pattern, one that is gone fails the query (failOnDataLoss) or is dropped."""
         if self.opts.topics:
-            return {t: take_snapshot(access, t) for t in self.opts.topics}
+            return {t: take_snapshot(access, t, self.live) for t in self.opts.topics}
         known = set(known)
         names = {t for t in access.topic_names() if self.opts.subscribes(t)} | known
         out: Snapshots = {}
@@ -36,7 +38,7 @@ class Subscription:
             if now - self._plain.get(topic, -RECHECK_PLAIN_S) < RECHECK_PLAIN_S:
                 continue
             try:
-                out[topic] = take_snapshot(access, topic)
+                out[topic] = take_snapshot(access, topic, self.live)
             except (TopicNotFoundError, InvalidOptionError) as exc:
                 if topic in known:
                     self._gone(topic, exc)

@@ -36,9 +36,9 @@ def _reader(c: MemoryCluster) -> tuple[StaticMQStreamReader, list[str]]:
     gathered: list[str] = []
     real = access.gather
 
-    def gather(topic: str) -> Any:
+    def gather(topic: str, brokers: Any = None) -> Any:
         gathered.append(topic)
-        return real(topic)
+        return real(topic, brokers)
 
     access.gather = gather  # type: ignore[method-assign]
     return reader, gathered

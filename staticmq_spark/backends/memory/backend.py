@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,8 +61,15 @@ class MemoryReader:
         self.address = address
         self.cluster = cluster
 
-    def gather(self, topic: str) -> dict[str, BrokerState]:
-        return self.cluster.states(topic)
+    def gather(self, topic: str, brokers: Mapping[str, str] | None = None) -> dict[str, BrokerState]:
+        if brokers is None:
+            return self.cluster.states(topic)
+        with self.cluster.lock:  # a broker no longer in the cluster does not answer
+            return self.cluster.states(topic, [n for n in brokers if n in self.cluster.brokers])
+
+    def live_brokers(self) -> dict[str, str]:
+        with self.cluster.lock:
+            return {n: b.addr for n, b in self.cluster.brokers.items()}
 
     def topic_names(self) -> set[str]:
         with self.cluster.lock:

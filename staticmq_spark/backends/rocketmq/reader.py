@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
@@ -64,8 +64,11 @@ class RocketMQReader:
     def topic_names(self) -> set[str]:
         return self.client.topic_names()
 
-    def gather(self, topic: str) -> dict[str, BrokerState]:
-        masters = self.masters(refresh=True)
+    def live_brokers(self) -> dict[str, str]:
+        return dict(self.masters(refresh=True))
+
+    def gather(self, topic: str, brokers: Mapping[str, str] | None = None) -> dict[str, BrokerState]:
+        masters = self.masters(refresh=True) if brokers is None else brokers
         names = sorted(masters)
         found = [s for s in self._pool.map(lambda n: self._broker_state(topic, n, masters[n]), names) if s]
         return {s.name: s for s in fence_segments(found)}

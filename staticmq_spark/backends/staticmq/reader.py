@@ -4,6 +4,7 @@ one read-ahead per queue, offsets by time and group offsets."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from staticmq_spark.backends.read_ahead import ReadAhead
@@ -43,8 +44,11 @@ class StaticMQReader:
             consumer = self._consumers[group] = StaticMQPullConsumer(self._instance, group=group)
         return consumer
 
-    def gather(self, topic: str) -> dict[str, BrokerState]:
-        return self.admin.static.gather(topic)
+    def gather(self, topic: str, brokers: Mapping[str, str] | None = None) -> dict[str, BrokerState]:
+        return self.admin.static.gather_at(topic, self.live_brokers() if brokers is None else brokers)
+
+    def live_brokers(self) -> dict[str, str]:
+        return {b.name: b.addr for b in self.admin.cluster_info()}
 
     def topic_names(self) -> set[str]:
         """The static topics any live broker holds (its topic configs say which are static)."""

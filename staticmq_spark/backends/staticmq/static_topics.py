@@ -10,7 +10,7 @@ copies are inconsistent (repairStaticTopic completes a half-finished operation).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from staticmq_spark.backends import static_topic_steps as steps
@@ -50,6 +50,10 @@ class StaticTopicAdmin:
             addrs = {b.name: b.addr for b in self.admin.cluster_info()}
         else:
             addrs = {n: self.admin.broker_addr(n) for n in brokers}
+        return self.gather_at(topic, addrs)
+
+    def gather_at(self, topic: str, addrs: Mapping[str, str]) -> dict[str, BrokerState]:
+        """The state of `topic` on each broker of `addrs` (name -> address)."""
         out = {}
         for name, addr in sorted(addrs.items()):
             st = self.admin.call(name, self.admin.stub(addr).GetStaticTopicState, pb.TopicName(topic=topic))
