@@ -47,12 +47,14 @@ class LiveBrokers:
         self._asked_at = self._clock()
         return self._brokers
 
-    def forget(self) -> None:
-        self._brokers = None
 
-
-def doubtful(asked: Mapping[str, str], states: Mapping[str, BrokerState], leaders: Mapping[int, str],
-             total_queues: int, problems: bool) -> bool:  # fmt: skip
+def doubtful(
+    asked: Mapping[str, str],
+    states: Mapping[str, BrokerState],
+    leaders: Mapping[int, str],
+    total_queues: int,
+    problems: bool,
+) -> bool:
     """Whether answers gathered from a kept list may be missing a broker: an asked broker did not
     answer, a logic queue has no leader among the answers, a leader is not on the list, or the copies
     disagree (`problems`)."""
