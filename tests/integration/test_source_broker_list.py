@@ -43,42 +43,43 @@ def _send(namesrv: str, topic: str, prefix: str, n: int) -> list[bytes]:
     return sorted(values)
 
 
-def test_a_remap_onto_a_broker_registered_after_the_kept_list_is_read_at_the_next_trigger(
-    local_cluster, unique_topic
-) -> None:
-    c = local_cluster(brokers=1)
+def _reading(local_cluster, unique_topic, brokers: int) -> tuple[Any, str, StaticMQStreamReader, dict[str, Any]]:
+    """A cluster of `brokers`, a static topic of 2 logic queues on broker-0 and a reader past its
+    first (empty) micro-batch, which keeps the name server's list: (cluster, topic, reader, end)."""
+    c = local_cluster(brokers=brokers)
     topic = unique_topic("kept")
     with Admin(c.namesrv) as admin:
         admin.update_static_topic(topic, 2, brokers=["broker-0"])
-        reader = _reader(c.namesrv, topic)
-        start = reader.initialOffset()
-        end, rows = _trigger(reader, start)
-        assert rows == [] and reader._subscription.live.kept() is not None
-        before = _send(c.namesrv, topic, "before", 6)
-        end, rows = _trigger(reader, end)
-        assert rows == before
-        new = c.add_broker()
+    reader = _reader(c.namesrv, topic)
+    end, rows = _trigger(reader, reader.initialOffset())
+    assert rows == [] and reader._subscription.live.kept() is not None
+    return c, topic, reader, end
+
+
+def test_a_remap_onto_a_broker_registered_after_the_kept_list_is_read_at_the_next_trigger(
+    local_cluster, unique_topic
+) -> None:
+    c, topic, reader, end = _reading(local_cluster, unique_topic, 1)
+    before = _send(c.namesrv, topic, "before", 6)
+    end, rows = _trigger(reader, end)
+    assert rows == before
+    new = c.add_broker()
+    with Admin(c.namesrv) as admin:
         admin.remapping_static_topic(topic, brokers=[new])
         _wait_leaders(admin, topic, new)
-        after = _send(c.namesrv, topic, "after", 6)
-        end, rows = _trigger(reader, end)
-        assert rows == after, "the messages on the new leader are in the next micro-batch"
-        kept = reader._subscription.live.kept()
-        assert kept is not None and new in kept
+    after = _send(c.namesrv, topic, "after", 6)
+    end, rows = _trigger(reader, end)
+    assert rows == after, "the messages on the new leader are in the next micro-batch"
+    kept = reader._subscription.live.kept()
+    assert kept is not None and new in kept
     reader.stop()
 
 
 def test_a_broker_killed_while_on_the_kept_list_leaves_it_once_the_name_server_expires_it(
     local_cluster, unique_topic
 ) -> None:
-    c = local_cluster(brokers=2)
-    topic = unique_topic("kept")
-    with Admin(c.namesrv) as admin:
-        admin.update_static_topic(topic, 2, brokers=["broker-0"])
-    reader = _reader(c.namesrv, topic)
-    end, _ = _trigger(reader, reader.initialOffset())
-    kept = reader._subscription.live.kept()
-    assert kept is not None and set(kept) == {"broker-0", "broker-1"}
+    c, topic, reader, end = _reading(local_cluster, unique_topic, 2)
+    assert set(reader._subscription.live.kept() or {}) == {"broker-0", "broker-1"}
     c.kill_broker("broker-1", signal.SIGKILL)  # holds no part of the topic; on the name server for 10 s more
     sent = _send(c.namesrv, topic, "m", 4)
     end, rows = _trigger(reader, end)  # retried until the name server has expired broker-1
