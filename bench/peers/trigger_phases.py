@@ -14,11 +14,11 @@ machinery, with 2 partitions (one empty, as staticmq's for these one-key probes)
 (`python-floor-N`, the records in the first: `python-floor-1` plans as Kafka's source, which leaves
 out partitions without records). `staticmq-driver-read` is staticmq with driverReadMaxMessages=10000
 and `python-floor-driver` the floor as a simple reader (`python-floor-driver-wide`: its records in
-staticmq's 11 columns): both read a micro-batch in the query's
-driver-side runner, which hands the rows to Spark with the plan (no Python read task). Printed per
-system: the median of each `durationMs` phase over the micro-batches that held rows (the first left
-out), rows per batch, and the latency p50 / p99. The driver's pid is printed first, so that `py-spy
-record --subprocesses -p PID` can watch a run.
+staticmq's 11 columns): both read a micro-batch in the query's driver-side runner, which hands the
+rows to Spark with the plan (no Python read task). Printed per system: the median of each
+`durationMs` phase over the micro-batches that held rows (the first left out), rows per batch, and
+the latency p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p
+PID` can watch a run.
 """
 
 from __future__ import annotations
