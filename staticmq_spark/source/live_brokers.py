@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from staticmq_spark.backends import BrokerState, ClusterReader
+from staticmq_spark.mapping import ConsistencyReport
 
 MAX_AGE_S = 10.0
 
@@ -48,18 +49,13 @@ class LiveBrokers:
         return self._brokers
 
 
-def doubtful(
-    asked: Mapping[str, str],
-    states: Mapping[str, BrokerState],
-    leaders: Mapping[int, str],
-    total_queues: int,
-    problems: bool,
-) -> bool:
-    """Whether answers gathered from a kept list may be missing a broker: an asked broker did not
-    answer, a logic queue has no leader among the answers, a leader is not on the list, or the copies
-    disagree (`problems`)."""
-    if set(states) != set(asked) or problems:
+def doubtful(asked: Mapping[str, str], states: Mapping[str, BrokerState], report: ConsistencyReport) -> bool:
+    """Whether answers gathered from a kept list (`report`: their consistency check) may be missing a
+    broker: an asked broker did not answer, the copies disagree, a logic queue has no leader among
+    the answers, or a leader is not on the list."""
+    if set(states) != set(asked) or report.problems:
         return True
-    if any(q not in leaders for q in range(total_queues)):
+    leaders = {q: chain[-1].bname for q, chain in report.chains.items() if chain}
+    if any(q not in leaders for q in range(report.total_queues)):
         return True
     return any(name not in asked for name in leaders.values())

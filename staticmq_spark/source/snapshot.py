@@ -80,8 +80,7 @@ def take_snapshot(access: ClusterReader, topic: str, live: LiveBrokers | None = 
         else:
             if is_static_anywhere(states):
                 report = _report(topic, states)
-                leaders = {q: chain[-1].bname for q, chain in report.chains.items() if chain}
-                if not doubtful(kept, states, leaders, report.total_queues, bool(report.problems)):
+                if not doubtful(kept, states, report):
                     return _snapshot(topic, states, report)
     states = access.gather(topic, live.ask(access) if live is not None else None)
     if not is_static_anywhere(states):

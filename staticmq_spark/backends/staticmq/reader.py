@@ -45,7 +45,7 @@ class StaticMQReader:
         return consumer
 
     def gather(self, topic: str, brokers: Mapping[str, str] | None = None) -> dict[str, BrokerState]:
-        return self.admin.static.gather_at(topic, self.live_brokers() if brokers is None else brokers)
+        return self.admin.static.gather(topic) if brokers is None else self.admin.static.gather_at(topic, brokers)
 
     def live_brokers(self) -> dict[str, str]:
         return {b.name: b.addr for b in self.admin.cluster_info()}
