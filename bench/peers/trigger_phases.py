@@ -15,7 +15,10 @@ machinery, with 2 partitions (one empty, as staticmq's for these one-key probes)
 out partitions without records). `staticmq-driver-read` is staticmq with driverReadMaxMessages=10000
 and `python-floor-driver` the floor as a simple reader (`python-floor-driver-wide`: its records in
 staticmq's 11 columns): both read a micro-batch in the query's driver-side runner, which hands the
-rows to Spark with the plan (no Python read task). Printed per system: the median of each
+rows to Spark with the plan (no Python read task). `python-floor-driver-wide-sending-staticmq` and
+`-sending-kafka` are that floor with each probe also sent through staticmq's or Kafka's producer
+(to a topic nobody reads): what a system's sends cost the machine beside the query, apart from its
+source. Printed per system: the median of each
 `durationMs` phase over the micro-batches that held rows (the first left out), rows per batch, and
 the latency p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p
 PID` can watch a run.
@@ -45,6 +48,7 @@ from staticmq_spark.worker_site import register
 
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
 TOPIC = "phases"
+SENDS_TOPIC = "phases-sends"  # the floor's probes sent through a system's producer as well
 
 
 def phase_medians(progress: list[dict[str, Any]]) -> dict[str, float]:
@@ -69,8 +73,8 @@ def senders(
     kproducer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                "linger.ms": 0})  # fmt: skip
 
-    def kafka_send(value: bytes) -> None:
-        kproducer.produce(TOPIC, value, "user-1")
+    def kafka_send(value: bytes, topic: str = TOPIC) -> None:
+        kproducer.produce(topic, value, "user-1")
         kproducer.flush(10)
 
     send = {
@@ -79,6 +83,15 @@ def senders(
         "staticmq-driver-read": lambda v: producer.send(TOPIC, v, key="user-1"),
         "kafka": kafka_send,
     }
+
+    def floor_append(value: bytes) -> None:
+        floor_source.append(floor_path, value)
+
+    send["python-floor-driver-wide-sending-staticmq"] = lambda v: (
+        producer.send(SENDS_TOPIC, v, key="user-1"),
+        floor_append(v),
+    )
+    send["python-floor-driver-wide-sending-kafka"] = lambda v: (kafka_send(v, SENDS_TOPIC), floor_append(v))
     for system in (
         "python-floor",
         "python-floor-driver",
@@ -86,7 +99,7 @@ def senders(
         "python-floor-1-wide",
         *(f"python-floor-{n}" for n in range(1, 9)),
     ):
-        send[system] = lambda v: floor_source.append(floor_path, v)
+        send[system] = floor_append
     return send, producer.close
 
 
@@ -122,6 +135,8 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
     with cluster, KafkaServer(f"{tmp}/kafka", flush_messages=1) as kafka:
         clients.staticmq_topic(cluster.namesrv, TOPIC, args.queues)
         clients.kafka_topic(kafka.bootstrap, TOPIC, args.queues)
+        clients.staticmq_topic(cluster.namesrv, SENDS_TOPIC, args.queues)
+        clients.kafka_topic(kafka.bootstrap, SENDS_TOPIC, args.queues)
         ends = {
             "staticmq": Endpoint("staticmq", "staticmq", {"namesrv": cluster.namesrv}),
             "kafka": Endpoint("kafka", "kafka", {"kafka.bootstrap.servers": kafka.bootstrap}),
@@ -140,6 +155,9 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
         ends["python-floor-driver"] = Endpoint("python-floor-driver", "bench_floor", driver)
         wide_driver = {**driver, "schema": "staticmq"}
         ends["python-floor-driver-wide"] = Endpoint("python-floor-driver-wide", "bench_floor", wide_driver)
+        for peer in ("staticmq", "kafka"):
+            name = f"python-floor-driver-wide-sending-{peer}"
+            ends[name] = Endpoint(name, "bench_floor", wide_driver)
         conf = {"spark.jars": ",".join(str(j) for j in spark_kafka_jars()), "spark.driver.memory": "1g"}
         conf["spark.sql.streaming.numRecentProgressUpdates"] = "10000"
         conf.update(setting.split("=", 1) for setting in args.conf)
