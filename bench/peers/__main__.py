@@ -31,9 +31,10 @@ Rows/s is rows / wall clock of the timed part; CPU-s/M rows is the CPU time of e
 tree (servers of that system, this driver, Spark's JVM and Python workers, with the processes that
 ended meanwhile, such as a query's runner, and staticmq's warm runner; the other system's servers
 excluded) per million rows. `--repeat N` runs every figure N times, the systems interleaved
-(A B A B ...), each round on fresh topics; the table shows each system's median and each ratio's
-median with its min-max, the ratios paired run by run; the JSON keeps every run (`runs`, `cpu_runs`),
-and a bar chart of the ratios is drawn next to it (`bench/peers/chart.py`, matplotlib: `dev` extra).
+(A B C A B C ..., each round starting one system later: B C A in the second), each round on fresh
+topics; the table shows each system's median and each ratio's median with its min-max, the ratios
+paired run by run; the JSON keeps every run (`runs`, `cpu_runs`), and a bar chart of the ratios is
+drawn next to it (`bench/peers/chart.py`, matplotlib: `dev` extra).
 Exit 0 whatever the ratios.
 """
 
@@ -69,6 +70,13 @@ VERSIONS = {"staticmq": STATICMQ_VERSION, "kafka": KAFKA_VERSION, "rocketmq": RO
 QUEUES = 2
 DRIVER_READ, DRIVER_READ_MAX = "driverReadMaxMessages", "10000"  # the latency figure's second staticmq case
 RUNNING_PER_TRIGGER = 100_000  # rows per micro-batch of the running-query figure (rows // 4 below 400,000)
+
+
+def rotated(items: list[Any], run: int) -> list[Any]:
+    """The systems' order of round `run`: each round starts with the next one, so that no system
+    always runs right after the same other."""
+    k = run % len(items)
+    return items[k:] + items[:k]
 
 
 def timed(meter: CpuMeter, rows: int, run: Callable[[], object]) -> dict[str, float]:
@@ -170,7 +178,8 @@ def one_round(spark: Any, rows: clients.Rows, run: int, tmp: str, ends: dict[str
     n, size = rows.count, rows.size
     batches = rows.batches()
     topic = f"peers-{size}-{run}"
-    brokers = ("staticmq", "kafka", "rocketmq")
+    brokers = rotated(["staticmq", "kafka", "rocketmq"], run)
+    systems = rotated(list(ends.items()), run)
     for system in brokers:
         make_topic(system, topic)
     case = {"value_bytes": size, "case": f"{size} B, flush per ack"}
@@ -187,7 +196,7 @@ def one_round(spark: Any, rows: clients.Rows, run: int, tmp: str, ends: dict[str
         figures.add("consume", system, r.pop("rate"), run, **r, **case)
     for limit in (n // 4, None) if "source" in wanted else ():
         mode = f"availableNow, maxOffsets {limit}" if limit else "availableNow, one batch"
-        for system, end in ends.items():
+        for system, end in systems:
             ck = f"{tmp}/ck/source-{system}-{size}-{limit}-{run}"
             got: list[int] = []
             r = timed(meters[system], n, partial(source_into, got, spark, end, topic, ck, limit))
@@ -198,12 +207,12 @@ def one_round(spark: Any, rows: clients.Rows, run: int, tmp: str, ends: dict[str
             )
     per_trigger = RUNNING_PER_TRIGGER if n >= 4 * RUNNING_PER_TRIGGER else n // 4
     mode = f"running query, maxOffsets {per_trigger}"  # rows / time of micro-batches 2..N
-    for system, end in ends.items() if "source" in wanted else ():
+    for system, end in systems if "source" in wanted else ():
         ck = f"{tmp}/ck/running-{system}-{size}-{run}"
         got_rows, seconds, micro = spark_figures.running_run(spark, end, topic, ck, per_trigger)
         figures.add("source", system, got_rows / seconds, run, value_bytes=size, case=f"{size} B, {mode}",
                     mode=mode, batches=micro)  # fmt: skip
-    for system, end in ends.items() if "sink" in wanted else ():
+    for system, end in systems if "sink" in wanted else ():
         # on RocketMQ both guarantees: exactly once (the default, transactional) and at least once
         deliveries = ("exactly-once", "at-least-once") if system == "staticmq-on-rocketmq" else ("exactly-once",)
         for delivery in deliveries:
@@ -242,7 +251,7 @@ def run_latency(spark: Any, args: argparse.Namespace, tmp: str, ends: dict[str, 
     default, driver_read = "100 B probe every 20 ms, 0 s trigger", f"the same, {DRIVER_READ} {DRIVER_READ_MAX}"
     try:
         for run in range(args.repeat):
-            for system, end in ends.items():
+            for system, end in rotated(list(ends.items()), run):
                 # Kafka's source has no such option: its one run stands in both cases' ratios.
                 cases = [default, driver_read] if end.fmt == "kafka" else [default]
                 p50, p99, n = spark_figures.latency_run(

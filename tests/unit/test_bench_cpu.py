@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bench.common.cpu import CpuMeter, tree_cpu
+from bench.peers.__main__ import rotated
 
 # starts its arguments as a process of their own and exits at once: init adopts that process
 LAUNCH = "import subprocess as s, sys; print(s.Popen(sys.argv[1:], stdout=s.DEVNULL, stderr=s.DEVNULL).pid)"
@@ -50,3 +51,10 @@ def test_a_warm_runner_process_counts_in_the_tree_of_its_owner_though_init_is_it
 def test_another_orphan_is_not_counted() -> None:
     with orphan(sys.executable, "-c", "import time; time.sleep(30)", "serve", str(os.getpid())) as pid:
         assert pid not in tree_cpu()
+
+
+def test_rotated_starts_each_round_one_system_later_so_each_takes_every_place() -> None:
+    systems = ["staticmq", "kafka", "rocketmq"]
+    rounds = [rotated(systems, run) for run in range(3)]
+    assert rounds == [systems, ["kafka", "rocketmq", "staticmq"], ["rocketmq", "staticmq", "kafka"]]
+    assert rotated(systems, 3) == systems
