@@ -74,12 +74,6 @@ class StaticMQAdmin(Closeable):
             raise BrokerNotFoundError(f"broker(s) {missing} are not alive (live: {sorted(live)})")
         return {n: live[n].addr for n in brokers}
 
-    def broker_addr(self, name: str) -> str:
-        for b in self.cluster_info():
-            if b.name == name:
-                return b.addr
-        raise BrokerNotFoundError(f"broker {name!r} is not alive")
-
     def stub(self, addr: str) -> pb_grpc.BrokerStub:
         return self.channels.broker(addr)
 
