@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from staticmq_spark.backends import BrokerState, parse_address
 from staticmq_spark.backends.rocketmq import fastjson
+from staticmq_spark.backends.rocketmq.acl import sign_request
 from staticmq_spark.backends.rocketmq.batch_encode import (
     SLICED_PIECE_BYTES,
     encode_rows,
@@ -31,7 +32,7 @@ from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_r
 from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
 from staticmq_spark.backends.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
 from staticmq_spark.backends.rocketmq.reader import fence_segments
-from staticmq_spark.backends.rocketmq.remoting import encode_properties, sign_request
+from staticmq_spark.backends.rocketmq.remoting import encode_properties
 from staticmq_spark.backends.rocketmq.routes import parse_mapping_detail, parse_route
 from staticmq_spark.backends.rocketmq.stored_messages import (
     MAGIC_V1,

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_TRANSACTIONAL, ProducerSettings
+from staticmq_spark.backends.rocketmq.acl import rocketmq_credentials
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, rocketmq_credentials
+from staticmq_spark.backends.rocketmq.remoting import RemotingClient
 from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, PLAIN, ClientSecurity
 from staticmq_spark.errors import InvalidArgumentError
 

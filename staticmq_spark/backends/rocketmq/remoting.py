@@ -6,17 +6,14 @@ leader (the broker resolves the static mapping); `logic=False` sets `lo=false` f
 
 from __future__ import annotations
 
-import base64
 import copy
-import hashlib
-import hmac
-import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from staticmq_spark.backends.rocketmq import fastjson
+from staticmq_spark.backends.rocketmq.acl import ACCESS_KEY_ENV, SECRET_KEY_ENV, credentials_from, sign_request
 from staticmq_spark.backends.rocketmq.codes import STORED_DEGRADED, RequestCode, ResponseCode, code_name, error_for
 from staticmq_spark.backends.rocketmq.connection import ConnectionPool, tls_context
 from staticmq_spark.backends.rocketmq.frames import RemotingCommand
@@ -32,7 +29,7 @@ from staticmq_spark.errors import (
 )
 from staticmq_spark.mapping import TopicQueueMapping
 from staticmq_spark.protocol.consume.pull_status import PullStatus
-from staticmq_spark.protocol.security.auth import Credentials, credentials_of
+from staticmq_spark.protocol.security.auth import Credentials
 from staticmq_spark.protocol.topics.config import TopicConfig
 
 MOCK_BROKER_PREFIX = "__syslo__"
@@ -47,34 +44,6 @@ class RocketMQError(StaticMQError):
     def __init__(self, message: str, response_code: int = -1) -> None:
         super().__init__(message)
         self.response_code = response_code
-
-
-def sign_request(credentials: Credentials, ext: dict[str, str], body: bytes) -> None:
-    """RocketMQ's AclClientRPCHook: HmacSHA1 over the sorted extFields values, then the body."""
-    ext["AccessKey"] = credentials.access_key
-    if credentials.security_token:
-        ext["SecurityToken"] = credentials.security_token
-    content = "".join(ext[k] for k in sorted(ext) if k != "Signature").encode() + body
-    digest = hmac.new(credentials.secret_key.encode(), content, hashlib.sha1).digest()
-    ext["Signature"] = base64.b64encode(digest).decode()
-
-
-ACCESS_KEY_ENV = "ROCKETMQ_ACCESS_KEY"
-SECRET_KEY_ENV = "ROCKETMQ_SECRET_KEY"
-
-
-def credentials_from(access_key: str = "", secret_key: str = "") -> Credentials | None:
-    """Keys given, else ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY from the environment, else None."""
-    access_key = access_key or os.environ.get(ACCESS_KEY_ENV, "")
-    secret_key = secret_key or os.environ.get(SECRET_KEY_ENV, "")
-    if bool(access_key) != bool(secret_key):
-        raise InvalidArgumentError("RocketMQ credentials need both an access key and a secret key")
-    return Credentials(access_key, secret_key) if access_key else None
-
-
-def rocketmq_credentials(credentials: Credentials | tuple[str, str] | None) -> Credentials | None:
-    """A client's `credentials=` for RocketMQ (None: ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY)."""
-    return credentials_of(credentials)  # None: RemotingClient reads the environment
 
 
 @dataclass(frozen=True, slots=True)
