@@ -18,9 +18,8 @@ staticmq's 11 columns): both read a micro-batch in the query's driver-side runne
 rows to Spark with the plan (no Python read task). `python-floor-driver-wide-sending-staticmq` and
 `-sending-kafka` are that floor with each probe also sent through staticmq's or Kafka's producer
 (to a topic nobody reads): what a system's sends cost the machine beside the query, apart from its
-source. Printed per system: the median of each
-`durationMs` phase over the micro-batches that held rows (the first left out), rows per batch, and
-the latency p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p
+source. Printed per system: the median of each `durationMs` phase over the micro-batches that held
+rows (the first left out), rows per batch, and the latency p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p
 PID` can watch a run.
 """
 
@@ -87,11 +86,16 @@ def senders(
     def floor_append(value: bytes) -> None:
         floor_source.append(floor_path, value)
 
-    send["python-floor-driver-wide-sending-staticmq"] = lambda v: (
-        producer.send(SENDS_TOPIC, v, key="user-1"),
-        floor_append(v),
-    )
-    send["python-floor-driver-wide-sending-kafka"] = lambda v: (kafka_send(v, SENDS_TOPIC), floor_append(v))
+    def floor_sending_staticmq(value: bytes) -> None:
+        producer.send(SENDS_TOPIC, value, key="user-1")
+        floor_append(value)
+
+    def floor_sending_kafka(value: bytes) -> None:
+        kafka_send(value, SENDS_TOPIC)
+        floor_append(value)
+
+    send["python-floor-driver-wide-sending-staticmq"] = floor_sending_staticmq
+    send["python-floor-driver-wide-sending-kafka"] = floor_sending_kafka
     for system in (
         "python-floor",
         "python-floor-driver",
