@@ -19,8 +19,8 @@ rows to Spark with the plan (no Python read task). `python-floor-driver-wide-sen
 `-sending-kafka` are that floor with each probe also sent through staticmq's or Kafka's producer
 (to a topic nobody reads): what a system's sends cost the machine beside the query, apart from its
 source. Printed per system: the median of each `durationMs` phase over the micro-batches that held
-rows (the first left out), rows per batch, and the latency p50 / p99. The driver's pid is printed first, so that `py-spy record --subprocesses -p
-PID` can watch a run.
+rows (the first left out), rows per batch, and the latency p50 / p99. The driver's pid is printed
+first, so that `py-spy record --subprocesses -p PID` can watch a run.
 """
 
 from __future__ import annotations
