@@ -189,10 +189,11 @@ def measure(args: argparse.Namespace, systems: list[str], tmp: str) -> dict[str,
 def report(results: dict[str, list[dict[str, float]]]) -> str:
     """One line per phase, one column per system: each run's median, separated by '/'."""
     systems = list(results)
-    lines = [f"{'phase (ms, median per run)':<28}" + "".join(f"{s:>28}" for s in systems)]
+    width = max([28, *(len(s) + 2 for s in systems)])  # a column as wide as the longest name
+    lines = [f"{'phase (ms, median per run)':<28}" + "".join(f"{s:>{width}}" for s in systems)]
     for key in (*PHASES, "rows", "batches", "p50", "p99"):
         cells = [" / ".join(f"{r.get(key, 0):.0f}" for r in results[s]) for s in systems]
-        lines.append(f"{key:<28}" + "".join(f"{c:>28}" for c in cells))
+        lines.append(f"{key:<28}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
 
