@@ -1,7 +1,7 @@
 """The same static-topic scenarios on broker_stub, on a real Apache RocketMQ cluster and on the
 memory backend: create and remap with the backend's own admin, send keyed rows, pull across remaps,
-offsets and group offsets, the exactly-once sink, tag filters applied by the brokers, and pop
-consumption (`test_pop_*`: logic positions across segments, acks, retries, invisible times).
+offsets and group offsets, the exactly-once sink and tag filters applied by the brokers (pop and
+exclusive consumption: test_backend_consumption_conformance.py).
 
 Each scenario runs on every cluster whose backend declares the capabilities it uses
 (`Capabilities`, see tests/support/clusters_under_test.py): the memory backend has no producer
@@ -11,7 +11,6 @@ says so; the ones that use only the admin, the reader and the sink run on all th
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import pyarrow as pa
@@ -19,61 +18,19 @@ import pytest
 
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.types import WriteSettings
-from staticmq_spark.client import Admin, ExclusiveConsumer, PopConsumer, PopMessage, Producer, PullConsumer, PullStatus
+from staticmq_spark.client import Admin, Producer, PullConsumer, PullStatus
 from staticmq_spark.errors import InvalidArgumentError, UnsupportedOperationError
 from staticmq_spark.hashing import queue_for_key
 from staticmq_spark.source.snapshot import take_snapshot
-from tests.support.clusters_under_test import ClusterUnderTest, kinds_with, kinds_without
+from tests.support.clusters_under_test import ClusterUnderTest, kinds_without
+from tests.support.conformance import EVERY, SENDS_AND_PULLS, on, remapped, send_numbered, topic_name, unique
 from tests.support.sink_tasks import write_task
 from tests.support.static_helpers import read_queue, read_through_reader
-from tests.support.waiting import wait_until
-
-_n = itertools.count()
-
-
-def on(kinds: list[str]) -> pytest.MarkDecorator:
-    """Run a scenario on these clusters under test (the `backend` fixture, indirectly)."""
-    return pytest.mark.parametrize("backend", kinds, indirect=True)
-
-
-EVERY = on(kinds_with())
-SENDS_AND_PULLS = on(kinds_with("producer", "pull_consumer"))
-POPS = on(kinds_with("producer", "pull_consumer", "pop"))
-EXCLUSIVE = on(kinds_with("producer", "pull_consumer", "exclusive"))
-
-
-def _topic(backend: ClusterUnderTest, what: str) -> str:
-    return f"conf-{what}-{backend.name}-{next(_n)}"
-
-
-def _send(backend: ClusterUnderTest, topic: str, queue: int, prefix: str, n: int) -> list[int]:
-    with Producer(backend.address) as producer:
-        results = producer.send_batch(topic, [f"{prefix}-{i}" for i in range(n)], queue=queue)
-    offsets = []
-    for r in results:
-        offsets.extend(r.queue_offset + i for i in range(r.count))
-    return offsets
-
-
-def _remapped(backend: ClusterUnderTest, topic: str, queues: int) -> dict[int, list[tuple[int, bytes]]]:
-    """Topic on broker 0, 5 messages per queue; remap to broker 1, 3 more; back to broker 0, 2 more."""
-    first, second = backend.brokers[0], backend.brokers[1]
-    backend.create(topic, queues, [first])
-    for q in range(queues):
-        _send(backend, topic, q, "g0", 5)
-    backend.remap(topic, [second])
-    for q in range(queues):
-        _send(backend, topic, q, "g1", 3)
-    backend.remap(topic, [first])
-    for q in range(queues):
-        _send(backend, topic, q, "g2", 2)
-    with PullConsumer(backend.address) as consumer:
-        return {q: read_queue(consumer, topic, q) for q in range(queues)}
 
 
 @SENDS_AND_PULLS
 def test_keyed_send_lands_in_murmur3_logic_queue(backend: ClusterUnderTest) -> None:
-    topic = _topic(backend, "keyed")
+    topic = topic_name(backend, "keyed")
     backend.create(topic, 4, backend.brokers)
     keys = [f"user-{i}" for i in range(40)]
     with Producer(backend.address) as producer:
@@ -88,8 +45,8 @@ def test_keyed_send_lands_in_murmur3_logic_queue(backend: ClusterUnderTest) -> N
 
 @SENDS_AND_PULLS
 def test_pull_reads_across_two_remaps_in_send_order(backend: ClusterUnderTest) -> None:
-    topic = _topic(backend, "remap")
-    read = _remapped(backend, topic, 2)
+    topic = topic_name(backend, "remap")
+    read = remapped(backend, topic, 2)
     for q, rows in read.items():
         bodies = [b.decode() for _, b in rows]
         assert bodies == [f"g0-{i}" for i in range(5)] + [f"g1-{i}" for i in range(3)] + [f"g2-{i}" for i in range(2)]
@@ -102,8 +59,8 @@ def test_pull_reads_across_two_remaps_in_send_order(backend: ClusterUnderTest) -
 
 @SENDS_AND_PULLS
 def test_min_and_max_offsets_after_remap_span_every_segment(backend: ClusterUnderTest) -> None:
-    topic = _topic(backend, "bounds")
-    _remapped(backend, topic, 2)
+    topic = topic_name(backend, "bounds")
+    remapped(backend, topic, 2)
     with PullConsumer(backend.address) as consumer:
         for q in range(2):
             assert consumer.min_offset(topic, q) == 0
@@ -112,8 +69,8 @@ def test_min_and_max_offsets_after_remap_span_every_segment(backend: ClusterUnde
 
 @SENDS_AND_PULLS
 def test_pull_in_the_hole_between_segments_points_at_the_next_segment(backend: ClusterUnderTest) -> None:
-    topic = _topic(backend, "hole")
-    _remapped(backend, topic, 1)
+    topic = topic_name(backend, "hole")
+    remapped(backend, topic, 1)
     with PullConsumer(backend.address) as consumer:
         res = consumer.pull(topic, 0, 7)
         if backend.name == "rocketmq":  # PULL_RETRY_IMMEDIATELY, next = the new segment's start
@@ -129,9 +86,9 @@ def test_pull_in_the_hole_between_segments_points_at_the_next_segment(backend: C
 
 @SENDS_AND_PULLS
 def test_group_offsets_commit_and_read_back_in_every_segment(backend: ClusterUnderTest) -> None:
-    topic = _topic(backend, "group")
-    _remapped(backend, topic, 1)
-    group = f"conf-group-{backend.name}-{next(_n)}"
+    topic = topic_name(backend, "group")
+    remapped(backend, topic, 1)
+    group = f"conf-group-{backend.name}-{unique()}"
     with PullConsumer(backend.address, group=group) as consumer:
         assert consumer.committed(topic, 0) is None
         for offset in (3, 10001, 20001):
@@ -141,8 +98,8 @@ def test_group_offsets_commit_and_read_back_in_every_segment(backend: ClusterUnd
 
 @SENDS_AND_PULLS
 def test_snapshot_resolves_the_chain_with_fenced_old_segments(backend: ClusterUnderTest) -> None:
-    topic = _topic(backend, "chain")
-    _remapped(backend, topic, 1)
+    topic = topic_name(backend, "chain")
+    remapped(backend, topic, 1)
     access = open_backend(backend.address).reader()
     try:
         snap = take_snapshot(access, topic)
@@ -158,7 +115,7 @@ def test_snapshot_resolves_the_chain_with_fenced_old_segments(backend: ClusterUn
 @EVERY
 def test_topic_names_include_every_static_topic(backend: ClusterUnderTest) -> None:
     """What topicPattern subscriptions list: the cluster's topics (every static one among them)."""
-    topic = _topic(backend, "listed")
+    topic = topic_name(backend, "listed")
     backend.create(topic, 2, backend.brokers)
     access = open_backend(backend.address).reader()
     try:
@@ -183,7 +140,7 @@ def test_sink_is_exactly_once_through_a_failed_attempt_a_remap_between_batches_a
     """The exactly-once sink on every backend, driven as Spark drives it: task attempts write,
     the driver commits the attempts that succeeded; a commit run again (a replayed micro-batch)
     makes nothing visible twice; a remap between two batches moves the next batch's rows."""
-    topic = _topic(backend, "sink")
+    topic = topic_name(backend, "sink")
     backend.create(topic, 4, backend.brokers)
     sink = open_backend(backend.address).sink()
     assert sink.guarantee == "exactly-once"
@@ -214,7 +171,7 @@ def test_sink_rows_stay_in_their_logic_queue_across_a_create_a_grow_and_two_rema
     """The create/grow and remap steps as each backend's admin runs them, seen through the reader:
     a remap fences the old segment where its data ends and starts the new one past it (the next
     multiple of 10000 past old end + 5000); a grow adds logic queues and moves none."""
-    topic = _topic(backend, "steps")
+    topic = topic_name(backend, "steps")
     first, second = backend.brokers[0], backend.brokers[1]
     backend.create(topic, 1, [first])
     sink = open_backend(backend.address).sink()
@@ -252,7 +209,7 @@ def test_sink_rows_stay_in_their_logic_queue_across_a_create_a_grow_and_two_rema
 def test_the_admin_reports_one_consistent_epoch_after_a_create_and_refuses_to_shrink(
     backend: ClusterUnderTest,
 ) -> None:
-    topic = _topic(backend, "admin")
+    topic = topic_name(backend, "admin")
     backend.create(topic, 4, backend.brokers)
     with Admin(backend.address) as admin:
         report, _ = admin.static_topic_status(topic)
@@ -276,7 +233,7 @@ def test_sink_places_keyless_rows_round_robin_from_the_partition(backend: Cluste
     """The one placement rule, the same on every backend (docs/sink.md): row i of Spark partition p
     without a key or queueId goes to logic queue (p + i) mod totalQueues; a keyed row to
     murmur3(key) mod totalQueues, and an explicit queueId wins over both."""
-    topic = _topic(backend, "keyless")
+    topic = topic_name(backend, "keyless")
     backend.create(topic, 4, backend.brokers)
     sink = open_backend(backend.address).sink()
     settings = WriteSettings(namesrv=backend.address, topic=topic)
@@ -306,10 +263,10 @@ def test_sink_places_keyless_rows_round_robin_from_the_partition(backend: Cluste
 def test_python_admin_on_each_backend_reports_clusters_and_each_physical_queue(backend: ClusterUnderTest) -> None:
     """`Admin` answers on both backends what `staticmq admin` does: each broker's cluster, and per
     physical queue of a static topic its min/max offsets and the store time of its newest message."""
-    topic = _topic(backend, "status")
+    topic = topic_name(backend, "status")
     backend.create(topic, 2, backend.brokers[:1])
     before = int(time.time() * 1000) - 60_000
-    _send(backend, topic, 0, "s", 7)
+    send_numbered(backend, topic, 0, "s", 7)
     with Admin(backend.address) as admin:
         assert {b.cluster for b in admin.cluster_info()} == {"DefaultCluster"}
         rows = admin.topic_status(topic)
@@ -329,7 +286,7 @@ def test_tag_filter_returns_only_matching_messages_at_their_logic_offsets_across
 ) -> None:
     """`tags` (the source's `subscription`) is applied by the brokers: only messages whose tag is
     named come back, each at its own logic offset (the others are gaps), across segments."""
-    topic = _topic(backend, "tags")
+    topic = topic_name(backend, "tags")
     backend.create(topic, 2, backend.brokers[:1])
     sent: list[tuple[str, str | None]] = []
 
@@ -353,166 +310,3 @@ def test_tag_filter_returns_only_matching_messages_at_their_logic_offsets_across
         assert read_queue(consumer, topic, 0, tags="NoSuchTag") == []
         with pytest.raises(InvalidArgumentError, match="names no tag"):
             consumer.pull(topic, 0, 0, tags="||")
-
-
-# ---------------------------------------------------------------------------- pop consumption
-
-
-def _pop_all(
-    consumer: PopConsumer, want: int, timeout_s: float, *, ack: bool = True, invisible_s: float = 30.0
-) -> list[PopMessage]:
-    """Receive (and batch-ack) until `want` messages came, in delivery order."""
-    got: list[PopMessage] = []
-
-    def enough() -> bool:
-        messages = consumer.receive(32, invisible_s, wait_s=0.5)
-        got.extend(messages)
-        if ack and messages:
-            result = consumer.ack_batch(messages)
-            assert not result.refused, result.refused[:3]
-        return len(got) >= want
-
-    wait_until(enough, timeout_s, interval_s=0.01, message=lambda: f"{want} popped messages; got {len(got)}")
-    return got
-
-
-def _retried_position(backend: ClusterUnderTest, origin: PopMessage) -> tuple[int, int]:
-    """Where a message revived through the retry topic says it was: its origin on staticmq; no
-    logic position (-1, -1) on RocketMQ, whose revive keeps neither queue nor offset."""
-    return (-1, -1) if backend.name == "rocketmq" else (origin.queue_id, origin.queue_offset)
-
-
-@POPS
-def test_pop_delivers_every_segment_of_a_remapped_topic_at_the_logic_positions_a_pull_reads(
-    backend: ClusterUnderTest,
-) -> None:
-    """Pop reads the old segments too (on RocketMQ: every broker of the route, its physical
-    queues), and names each message by the logic queue and offset a pull gives it."""
-    topic = _topic(backend, "pop-remap")
-    pulled = _remapped(backend, topic, 2)
-    with PopConsumer(backend.address, f"conf-pop-{backend.name}-{next(_n)}", topic) as consumer:
-        got = _pop_all(consumer, 20, 60)
-        assert consumer.receive(32, 30.0, wait_s=1.0) == []  # acked ones never come back
-    popped = sorted((m.queue_id, m.queue_offset, m.body) for m in got)
-    assert popped == sorted((q, o, b) for q, rows in pulled.items() for o, b in rows)
-    assert not any(m.retried or m.reconsume_times for m in got)
-    assert {m.broker for m in got} <= set(backend.brokers)
-
-
-@POPS
-def test_pop_ack_and_batch_ack_are_final_and_an_unacked_message_comes_back_retried(backend: ClusterUnderTest) -> None:
-    topic = _topic(backend, "pop-ack")
-    backend.create(topic, 1, backend.brokers[:1])
-    _send(backend, topic, 0, "m", 4)
-    with PopConsumer(backend.address, f"conf-popack-{backend.name}-{next(_n)}", topic) as consumer:
-        first = _pop_all(consumer, 4, 30, ack=False, invisible_s=3.0)
-        by_body = {m.body.decode(): m for m in first}
-        assert sorted(by_body) == ["m-0", "m-1", "m-2", "m-3"]
-        assert sorted((m.queue_id, m.queue_offset) for m in first) == [(0, i) for i in range(4)]
-        consumer.ack(by_body["m-0"])
-        assert consumer.ack_batch([by_body["m-1"], by_body["m-2"]]).acked == 2
-        # m-3 is never acked: its invisible time (3 s, as the others') ends and it comes back; the
-        # acked ones would come back with it, so draining a while longer shows they do not
-        back = _pop_all(consumer, 1, 60)
-        back += [m for _ in range(10) for m in consumer.receive(32, 30.0, wait_s=0.5)]
-    assert [(m.body, m.retried, m.reconsume_times) for m in back] == [(b"m-3", True, 1)]
-    assert (back[0].queue_id, back[0].queue_offset) == _retried_position(backend, by_body["m-3"])
-
-
-@POPS
-def test_pop_change_invisible_time_holds_a_message_back_until_its_new_time_ends(backend: ClusterUnderTest) -> None:
-    topic = _topic(backend, "pop-cit")
-    backend.create(topic, 1, backend.brokers[:1])
-    _send(backend, topic, 0, "c", 2)
-    with PopConsumer(backend.address, f"conf-popcit-{backend.name}-{next(_n)}", topic) as consumer:
-        held, short = sorted(_pop_all(consumer, 2, 30, ack=False, invisible_s=2.0), key=lambda m: m.body)
-        extended = consumer.change_invisible_time(held, 10.0)
-        assert extended.invisible_until >= held.invisible_until + 7_000
-        assert extended.body == held.body and extended.queue_offset == held.queue_offset
-        back = _pop_all(consumer, 1, 60)  # the short one's invisible time ends first
-        assert [m.body for m in back] == [short.body]
-        assert time.time() * 1000 < extended.invisible_until, "the held message must still be invisible"
-        again = _pop_all(consumer, 1, 60)  # then the held one, once its new invisible time ended
-        assert [(m.body, m.retried) for m in again] == [(held.body, True)]
-        assert time.time() * 1000 >= extended.invisible_until
-
-
-@POPS
-def test_pop_on_a_remapped_topic_brings_back_only_the_unacked_messages_of_every_segment(
-    backend: ClusterUnderTest,
-) -> None:
-    topic = _topic(backend, "pop-back")
-    pulled = _remapped(backend, topic, 1)
-    with PopConsumer(backend.address, f"conf-popback-{backend.name}-{next(_n)}", topic) as consumer:
-        first = _pop_all(consumer, 10, 60, ack=False, invisible_s=3.0)
-        kept = [m for m in first if m.queue_offset % 2 == 0]  # acked: one or more in each segment
-        assert consumer.ack_batch(kept).acked == len(kept)
-        back = _pop_all(consumer, 10 - len(kept), 60)
-        back += [m for _ in range(8) for m in consumer.receive(32, 30.0, wait_s=0.5)]
-    assert sorted((m.queue_offset, m.body) for m in first) == sorted(pulled[0])
-    origin = {m.body: m for m in first}
-    assert sorted(m.body for m in back) == sorted(m.body for m in first if m.queue_offset % 2)
-    assert all(m.retried and m.reconsume_times == 1 for m in back)
-    assert all((m.queue_id, m.queue_offset) == _retried_position(backend, origin[m.body]) for m in back)
-
-
-# ---------------------------------------------------------------------------- exclusive consumption
-
-
-def _exclusive_rows(consumer: ExclusiveConsumer, want: int, timeout_s: float) -> list[tuple[int, int, bytes]]:
-    """(logic queue, logic offset, body) of what `consumer` hands out, until `want` rows or time is up."""
-    rows: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + timeout_s
-    while len(rows) < want and time.monotonic() < deadline:
-        for r in consumer.poll(max_messages=4, wait_s=0.3):
-            offsets, bodies = r.batch.column("queue_offset").to_pylist(), r.batch.column("body").to_pylist()
-            rows.extend((r.queue_id, o, b) for o, b in zip(offsets, bodies, strict=True))
-    return rows
-
-
-@EXCLUSIVE
-def test_exclusive_consumer_reads_a_remapped_queue_in_order_and_its_successor_resumes_at_its_commit(
-    backend: ClusterUnderTest,
-) -> None:
-    topic = _topic(backend, "exclusive")
-    expected = _remapped(backend, topic, 2)[1]  # logic offsets 0..4, 10000..10002, 20000..20001
-    group = f"conf-excl-{backend.name}-{next(_n)}"
-    first = ExclusiveConsumer(backend.address, group, topic, queues=[1], lease_s=5)
-    second = ExclusiveConsumer(backend.address, group, topic, queues=[1], lease_s=5)
-    try:
-        got = _exclusive_rows(first, 6, 30)
-        assert [(o, b) for _, o, b in got] == expected[: len(got)] and {q for q, _, _ in got} == {1}
-        assert [q.queue_id for q in first.held] == [1]
-        first.commit()
-        assert second.poll(max_messages=4, wait_s=1) == [] and second.held == []  # the first one holds it
-        first.close()  # commits and releases at once
-        rest = _exclusive_rows(second, len(expected) - len(got), 30)
-        assert [(o, b) for _, o, b in rest] == expected[len(got) :]
-        assert [q.queue_id for q in second.held] == [1]
-    finally:
-        second.close()
-        first.close()
-
-
-@EXCLUSIVE
-def test_exclusive_consumers_of_one_group_never_hold_one_queue_at_once_and_together_hold_all(
-    backend: ClusterUnderTest,
-) -> None:
-    topic = _topic(backend, "exclusive-pair")
-    backend.create(topic, 4, backend.brokers)
-    group = f"conf-excl-pair-{backend.name}-{next(_n)}"
-    with (
-        ExclusiveConsumer(backend.address, group, topic, lease_s=5) as one,
-        ExclusiveConsumer(backend.address, group, topic, lease_s=5) as two,
-    ):
-        seen: list[tuple[set[int], set[int]]] = []
-
-        def covered() -> bool:
-            held = ({q.queue_id for q in one.renew()}, {q.queue_id for q in two.renew()})
-            seen.append(held)
-            return held[0] | held[1] == {0, 1, 2, 3}
-
-        wait_until(covered, 60, interval_s=0.2, message=lambda: f"every queue held; held {seen[-3:]}")
-        for _ in range(10):
-            covered()
-        assert all(not (a & b) for a, b in seen), seen

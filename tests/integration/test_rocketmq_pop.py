@@ -1,5 +1,5 @@
 """PopConsumer on Apache RocketMQ: what only RocketMQ's pop has (the shared conformance scenarios
-are in test_backend_conformance.py): order refused across segments, the timer-wheel setting it
+are in test_backend_consumption_conformance.py): order refused across segments, the timer-wheel setting it
 needs, and the offsets a group's pops and pulls share."""
 
 from __future__ import annotations
