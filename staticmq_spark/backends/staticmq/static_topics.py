@@ -17,7 +17,7 @@ from staticmq_spark.backends import static_topic_steps as steps
 from staticmq_spark.backends.staticmq.answers import bounds_from_pb
 from staticmq_spark.backends.staticmq.rpc import BrokerCalls
 from staticmq_spark.backends.types import OperationResult
-from staticmq_spark.errors import BrokerNotFoundError, InconsistentTopicError, TopicNotFoundError
+from staticmq_spark.errors import InconsistentTopicError, TopicNotFoundError
 from staticmq_spark.mapping import (
     BrokerState,
     Chain,
@@ -47,13 +47,9 @@ class StaticTopicAdmin:
     def gather(self, topic: str, brokers: Sequence[str] | None = None) -> dict[str, BrokerState]:
         """Every live broker's state of `topic` (or only `brokers`', each of which must be alive):
         the name server is asked once for the addresses."""
-        live = {b.name: b.addr for b in self.admin.cluster_info()}
         if brokers is None:
-            return self.gather_at(topic, live)
-        gone = [n for n in brokers if n not in live]
-        if gone:
-            raise BrokerNotFoundError(f"broker {gone[0]!r} is not alive")
-        return self.gather_at(topic, {n: live[n] for n in brokers})
+            return self.gather_at(topic, {b.name: b.addr for b in self.admin.cluster_info()})
+        return self.gather_at(topic, self.admin.target_brokers(brokers=list(brokers)))
 
     def gather_at(self, topic: str, addrs: Mapping[str, str]) -> dict[str, BrokerState]:
         """The state of `topic` on each broker of `addrs` (name -> address)."""
