@@ -4,7 +4,7 @@
         kafka.bootstrap  # "127.0.0.1:PORT"
 
 The jars (`org.apache.kafka:kafka_2.13` and a log4j2 backend) come through
-`staticmq_spark.jvm_artifacts.fetch_artifacts` (cached in ~/.cache/staticmq/jars/kafka-<version>).
+`staticmq_spark.local_clusters.jvm_artifacts.fetch_artifacts` (cached in ~/.cache/staticmq/jars/kafka-<version>).
 One JVM (`kafka.Kafka`, broker and controller roles, -Xmx384m, serial GC) is started after
 `kafka.tools.StorageTool format`; it is ready when its client port answers a metadata request. It
 is killed when the `with` block ends, on error, and at interpreter exit.
@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
-from staticmq_spark.jvm_artifacts import fetch_artifacts
+from staticmq_spark.local_clusters.jvm_artifacts import fetch_artifacts
 from staticmq_spark.local_clusters.ports import free_port
 
 KAFKA_VERSION = "4.1.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from staticmq_spark.jvm_artifacts import fetch_artifacts
+from staticmq_spark.local_clusters.jvm_artifacts import fetch_artifacts
 
 SPARK_VERSION = "4.2.0"
 COORDINATES = [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}"]

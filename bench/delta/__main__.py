@@ -44,7 +44,7 @@ from bench.common.spark import spark_session
 from bench.common.spark_kafka import spark_kafka_jars
 from staticmq_spark.client import Producer
 from staticmq_spark.lakehouse import BRONZE_COLUMNS, bronze_stream
-from staticmq_spark.spark_session import delta_conf
+from staticmq_spark.session.configure import delta_conf
 
 TOPIC = "bench-delta"
 BODY_BYTES = 100

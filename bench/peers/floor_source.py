@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from staticmq_spark.source.schema import TIMESTAMP, arrow_schema, constant_strings, spark_schema
-from staticmq_spark.worker_heap import frozen_after
+from staticmq_spark.workers.heap import frozen_after
 
 RECORD = 100
 
@@ -91,7 +91,7 @@ class FloorReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         """The records of the range; the worker's heap frozen after its first read, as staticmq's
-        read tasks do (staticmq_spark.worker_heap), so that pyspark's collection after each task
+        read tasks do (staticmq_spark.workers.heap), so that pyspark's collection after each task
         costs the floor no more than it costs staticmq."""
         return frozen_after(self._read(partition))
 

@@ -43,7 +43,7 @@ from bench.common.spark_kafka import spark_kafka_jars
 from bench.peers import floor_source
 from bench.peers.spark_figures import Endpoint, latency_run
 from staticmq_spark.local_clusters import LocalCluster
-from staticmq_spark.worker_site import register
+from staticmq_spark.workers.site import register
 
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
 TOPIC = "phases"

@@ -74,7 +74,7 @@ from bench.common.spark_kafka import spark_kafka_jars
 from bench.peers.spark_figures import Endpoint, sink_frame, sink_run
 from bench.rocketmq_ceiling.java_producer import JavaProducer
 from bench.rocketmq_ceiling.report import FIGURE, MAX_BATCH_BYTES, add_best, table
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.local_clusters.rocketmq import (
     ROCKETMQ_VERSION,

@@ -25,7 +25,7 @@ def driver_main(args: argparse.Namespace) -> int:
 
     from bench.common.spark import SPARK_CONF
     from staticmq_spark.lakehouse import start_bronze
-    from staticmq_spark.spark_session import configure_spark
+    from staticmq_spark.session.configure import configure_spark
 
     control = Path(args.control)
     builder = SparkSession.builder.master("local[2]").appName("soak")

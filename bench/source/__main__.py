@@ -53,7 +53,7 @@ from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.planner import plan_partitions, settings_of
 from staticmq_spark.source.schema import arrow_schema, spark_schema
 from staticmq_spark.source.snapshot import take_snapshot
-from staticmq_spark.worker_site import register
+from staticmq_spark.workers.site import register
 
 BODY_BYTES = 100
 PRODUCE_BATCH = 1000
@@ -137,7 +137,7 @@ def prebuild(namesrv: str, path: str) -> list[int]:
 
 def spark_session() -> SparkSession:
     spark = bench_session("staticmq-bench-source")
-    register(spark, MemorySource)  # the same worker start as staticmq's (staticmq_spark.worker_site)
+    register(spark, MemorySource)  # the same worker start as staticmq's (staticmq_spark.workers.site)
     return spark
 
 

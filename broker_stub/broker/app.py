@@ -21,6 +21,7 @@ from broker_stub.broker.message_service import MessageService
 from broker_stub.broker.peers import Peers
 from broker_stub.broker.registration import Registration
 from broker_stub.broker.segment_access import SegmentAccess
+from broker_stub.broker.sink_service import SinkService
 from broker_stub.broker.static_topic_service import StaticTopicService
 from broker_stub.broker.topic_service import TopicService
 from broker_stub.config import BrokerConfig
@@ -69,6 +70,9 @@ class BrokerApp:
             peers=self.peers,
             notifier=self.notifier,
             topics_changed=self.topics_changed,
+        )
+        self.sink = SinkService(
+            config.name, config, self.store, self.static, self.mapping_files, self.topic_configs, self.peers
         )
         self._registration: Registration | None = None
         self._stop = threading.Event()

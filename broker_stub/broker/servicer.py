@@ -12,7 +12,6 @@ import grpc
 from broker_stub.broker.app import BrokerApp
 from broker_stub.broker.message_service import PullOutcome, PullQuery, QueueOffsetInfo, SendOutcome
 from broker_stub.broker.queue_requests import QueueRouter, SendQuery
-from broker_stub.broker.sink_service import SinkService
 from broker_stub.rpc_errors import rpc_method
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.mapping import TopicQueueMapping
@@ -60,7 +59,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     def __init__(self, app: BrokerApp) -> None:
         self.app = app
         self.queues = QueueRouter(app.static, app.messages, app.topics, app.offsets)
-        self.sink = SinkService(app)
+        self.sink = app.sink
 
     # ------------------------------------------------------------------ requests that address a queue
 

@@ -32,10 +32,15 @@ import os
 import threading
 from pathlib import Path
 
-from broker_stub.broker.app import BrokerApp
+from broker_stub.broker.peers import Peers
+from broker_stub.broker.static_topic_service import StaticTopicService
+from broker_stub.config import BrokerConfig
 from broker_stub.store.atomic_file import fsync_path
+from broker_stub.store.mapping_files import MappingFiles
+from broker_stub.store.message_store import MessageStore
 from broker_stub.store.sink_staging import ChunkInfo, SinkStaging, read_chunk, scan_staged
 from broker_stub.store.store_results import StagedRecord
+from broker_stub.store.topic_configs import TopicConfigs
 from staticmq_spark.errors import (
     ConflictError,
     DataLossError,
@@ -68,14 +73,29 @@ def plan_appends(chunks: list[tuple[str, ChunkInfo]], limit: int) -> list[tuple[
 
 
 class SinkService:
-    def __init__(self, app: BrokerApp) -> None:
-        self._app = app
-        self._staging = SinkStaging(app.config.data_dir / "sink", app.config.store.sink_direct_io)
-        self._staging_root = app.config.data_dir / "sink" / "staging"
+    def __init__(
+        self,
+        name: str,
+        config: BrokerConfig,
+        store: MessageStore,
+        static: StaticTopicService,
+        mapping_files: MappingFiles,
+        topic_configs: TopicConfigs,
+        peers: Peers,
+    ) -> None:
+        self._name = name
+        self._config = config
+        self._store = store
+        self._static = static
+        self._mapping_files = mapping_files
+        self._topic_configs = topic_configs
+        self._peers = peers
+        self._staging = SinkStaging(config.data_dir / "sink", config.store.sink_direct_io)
+        self._staging_root = config.data_dir / "sink" / "staging"
         self._staging_root.mkdir(parents=True, exist_ok=True)
-        app.store.log_directory.mkdir(parents=True, exist_ok=True)
+        store.log_directory.mkdir(parents=True, exist_ok=True)
         # adoption moves files by rename: only within one file system
-        self._can_link = os.stat(self._staging_root).st_dev == os.stat(app.store.log_directory).st_dev
+        self._can_link = os.stat(self._staging_root).st_dev == os.stat(store.log_directory).st_dev
         self._locks: dict[tuple[str, int], threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -87,27 +107,27 @@ class SinkService:
 
     def stage(self, chunk: StageChunk) -> None:
         req = chunk.head
-        if not self._app.static.is_static(req.topic):
+        if not self._static.is_static(req.topic):
             raise StaticTopicRefusedError(f"topic {req.topic!r} is not a static topic: the sink writes static topics")
-        mapping = self._app.mapping_files.get(req.topic)
+        mapping = self._mapping_files.get(req.topic)
         if mapping is not None and not 0 <= req.queue_id < mapping.total_queues:
             total = mapping.total_queues
             raise QueueNotFoundError(f"static topic {req.topic!r} has {total} logic queues: no queue {req.queue_id}")
         if mapping is None or not mapping.leads(req.queue_id):
             raise NotLeaderError(
-                f"{self._app.name} does not lead logic queue {req.queue_id} of {req.topic!r}: refresh the route"
+                f"{self._name} does not lead logic queue {req.queue_id} of {req.topic!r}: refresh the route"
             )
         if req.batch < 0 or req.seq < 0:
             raise InvalidArgumentError("batch and seq must be >= 0")
-        limit = self._app.config.store.max_batch_bytes
+        limit = self._config.store.max_batch_bytes
         if len(chunk.data) > limit:
             raise InvalidArgumentError(
                 f"a staged chunk of {len(chunk.data)} bytes exceeds this broker's {limit}-byte batch limit: "
                 "lower the sink option requestBytes"
             )
         rows = PackedBatch.from_wire(chunk.data, chunk.sizes)
-        validate_batch(rows, self._app.config.store.max_message_bytes)
-        cfg = self._app.topic_configs.get(req.topic)
+        validate_batch(rows, self._config.store.max_message_bytes)
+        cfg = self._topic_configs.get(req.topic)
         uid = cfg.uid if cfg is not None else 0
         self._staging.stage(
             req.writer, req.batch, req.staging_id, req.queue_id, req.seq, rows, topic=req.topic, uid=uid
@@ -126,10 +146,10 @@ class SinkService:
                     )
                 return
             chunks: list[tuple[str, ChunkInfo]] = []
-            for ref in decision.parts[self._app.name].refs if self._app.name in decision.parts else ():
+            for ref in decision.parts[self._name].refs if self._name in decision.parts else ():
                 chunks += [(ref.staging_id, info) for info in self._check_complete(decision, ref)]
                 self._staging.make_durable(decision.writer, decision.batch, ref.staging_id)
-            limit = min(APPEND_BYTES, self._app.config.store.max_batch_bytes)
+            limit = min(APPEND_BYTES, self._config.store.max_batch_bytes)
             self._staging.record_plan(decision.writer, decision.batch, plan_appends(chunks, limit))
             self._staging.record_decision(decision.writer, decision.batch, raw, committed=False)
 
@@ -147,7 +167,7 @@ class SinkService:
             )
         if [c.seq for c in chunks] != sorted(ref.seqs) or rows != ref.rows:
             raise ConflictError(
-                f"transaction {decision.writer}/{decision.batch}: staging {ref.staging_id} on {self._app.name} holds "
+                f"transaction {decision.writer}/{decision.batch}: staging {ref.staging_id} on {self._name} holds "
                 f"{len(chunks)} chunk(s) / {rows} row(s), the task staged {ref.chunks} / {ref.rows} "
                 "(the broker lost staged rows: the batch must be retried)"
             )
@@ -157,7 +177,7 @@ class SinkService:
         with self._lock(ref.writer, ref.batch):
             stored = self._staging.decision(ref.writer, ref.batch)
             if stored is None:
-                raise ConflictError(f"transaction {ref.writer}/{ref.batch} was never prepared on {self._app.name}")
+                raise ConflictError(f"transaction {ref.writer}/{ref.batch} was never prepared on {self._name}")
             raw, committed = stored
             decision = pb.TxnDecision.FromString(raw)
             rows = 0
@@ -171,19 +191,19 @@ class SinkService:
     def _append_planned(self, decision: pb.TxnDecision, ref: pb.TxnRef) -> int:
         """Make the planned writes; returns the rows written now (duplicates included)."""
         plan = self._plan(decision, ref)
-        link_key = f"{ref.writer}/{ref.batch}/{self._app.name}/link".encode()
-        if not plan or self._app.store.stored_key(link_key) is not None:
+        link_key = f"{ref.writer}/{ref.batch}/{self._name}/link".encode()
+        if not plan or self._store.stored_key(link_key) is not None:
             return 0  # linked before (the link comes after every copy)
         files = self._files(ref, {s for _, members in plan for s, _ in members})
         staged = sum(files[s][1][seq].record_len for _, members in plan for s, seq in members if seq in files[s][1])
         adopted = any(isinstance(f[0], int) for f in files.values())
-        write_once = self._can_link and (adopted or staged >= self._app.config.store.sink_link_min_bytes)
-        mapping = self._app.mapping_files.get(decision.topic)
+        write_once = self._can_link and (adopted or staged >= self._config.store.sink_link_min_bytes)
+        mapping = self._mapping_files.get(decision.topic)
         rows = 0
         linked: list[tuple[int, list[tuple[str, int]]]] = []
         for queue, members in plan:
             if write_once and mapping is not None and mapping.leads(queue):
-                if not self._app.static.key_stored(decision.topic, queue, self._key(ref, members).encode()):
+                if not self._static.key_stored(decision.topic, queue, self._key(ref, members).encode()):
                     linked.append((queue, members))
                 # else an interrupted commit forwarded these chunks while the queue was led elsewhere
                 continue
@@ -203,7 +223,7 @@ class SinkService:
         for staging_id in sorted(staging_ids):
             path = self._staging.staging_path(ref.writer, ref.batch, staging_id)
             base = adopted.get(staging_id)
-            moved = self._app.store.segment_file(base) if base is not None and not path.exists() else None
+            moved = self._store.segment_file(base) if base is not None and not path.exists() else None
             if base is not None and moved is not None:
                 out[staging_id] = (base, scan_staged(moved)[0])
             else:
@@ -215,7 +235,7 @@ class SinkService:
     ) -> PackedBatch:
         where, index = files[staging_id]
         info = index.get(seq)
-        path = self._app.store.segment_file(where) if isinstance(where, int) else where
+        path = self._store.segment_file(where) if isinstance(where, int) else where
         if info is None or path is None:
             raise DataLossError(f"staged chunk {staging_id}/{seq} of {ref.writer}/{ref.batch} is missing")
         return read_chunk(path, info)
@@ -251,7 +271,7 @@ class SinkService:
         with self._staging.lock:  # no chunk is written to a file while it moves
             for path in to_move.values():
                 fsync_path(path)
-            rows = self._app.static.link(topic, key, sources, groups, before_adopt)
+            rows = self._static.link(topic, key, sources, groups, before_adopt)
             for path in to_move.values():
                 self._staging.forget(path)
         return rows
@@ -263,7 +283,7 @@ class SinkService:
         if plan is not None:
             return plan
         out = []
-        for staging in decision.parts[self._app.name].refs if self._app.name in decision.parts else ():
+        for staging in decision.parts[self._name].refs if self._name in decision.parts else ():
             index = self._staging.index(ref.writer, ref.batch, staging.staging_id)
             wanted = set(staging.seqs)
             out += [(info.queue, [(staging.staging_id, seq)]) for seq, info in sorted(index.items()) if seq in wanted]
@@ -272,7 +292,7 @@ class SinkService:
     def _key(self, ref: pb.TxnRef, members: list[tuple[str, int]]) -> str:
         """The idempotency key of one append: its first chunk's, with the number of further chunks."""
         staging_id, seq = members[0]
-        key = f"{ref.writer}/{ref.batch}/{self._app.name}/{staging_id}/{seq}"
+        key = f"{ref.writer}/{ref.batch}/{self._name}/{staging_id}/{seq}"
         return key if len(members) == 1 else f"{key}+{len(members) - 1}"
 
     def state(self, ref: pb.TxnRef) -> pb.TxnState:
@@ -283,10 +303,10 @@ class SinkService:
 
     def _append(self, topic: str, queue: int, rows: PackedBatch, key: str) -> None:
         """Append to the logic queue's leader: here, or forwarded to the broker leading it now."""
-        mapping = self._app.mapping_files.get(topic)
+        mapping = self._mapping_files.get(topic)
         if mapping is not None and mapping.leads(queue):
             # staged rows were validated by this broker at StageRows (and CRC-checked on disk)
-            self._app.static.send(topic, queue, rows, key.encode(), dedup_across_segments=True, validated=True)
+            self._static.send(topic, queue, rows, key.encode(), dedup_across_segments=True, validated=True)
             return
         request = pb.SendRequest(
             topic=topic,
@@ -295,4 +315,4 @@ class SinkService:
             idempotency_key=key,
             dedup_across_segments=True,
         )
-        self._app.peers.send_to_leader(topic, queue, request)
+        self._peers.send_to_leader(topic, queue, request)

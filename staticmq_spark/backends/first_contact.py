@@ -5,7 +5,7 @@ A connection the server refuses or closes before any answer, or whose TLS handsh
 one thing when the address answered this process before (the server went away: retry it for
 `retryTimeoutMs`) and another when it never did (a wrong port, TLS or credentials expected: say so
 within seconds). Which addresses answered is known only where the connection lives, in each backend
-(`staticmq/route.py`, `rocketmq/connection.py`); this module names the failure (`NoAnswer`), words
+(`staticmq/route.py`, `rocketmq/wire/connection.py`); this module names the failure (`NoAnswer`), words
 its likely cause and picks the error:
 
 - `CLOSED` (accepted, then closed unanswered) -> FirstContactError: not retried, no server that is

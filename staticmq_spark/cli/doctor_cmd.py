@@ -105,7 +105,7 @@ def check_pyspark(installed: Any = _installed) -> Finding:
 def check_pyspark_features() -> list[Finding]:
     """What the running pyspark lacks of what the connector uses (each degrades as documented)."""
     try:
-        from staticmq_spark.pyspark_features import missing_features
+        from staticmq_spark.session.features import missing_features
 
         missing = missing_features()
     except Exception as exc:  # an import that fails here fails in Spark too

@@ -8,9 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from staticmq_spark.child_process import honour_parent
 from staticmq_spark.cli import admin_cmds, admin_group_cmds, demo_cmd, doctor_cmd, pull_cmd, send_cmd, server_cmds
 from staticmq_spark.errors import StaticMQError, missing_extra
+from staticmq_spark.local_clusters.child_process import honour_parent
 
 EXIT_ERROR = 1
 

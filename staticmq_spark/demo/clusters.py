@@ -15,7 +15,7 @@ from staticmq_spark.backends.registry import scheme_of
 from staticmq_spark.client.admin import Admin
 from staticmq_spark.errors import InvalidOptionError
 from staticmq_spark.local_clusters import LocalCluster, LocalRocketMQ
-from staticmq_spark.tls_files import write_tls_files
+from staticmq_spark.local_clusters.tls_files import write_tls_files
 
 INPUT_TOPIC = "pageviews"
 OUTPUT_TOPIC = "user-stats"

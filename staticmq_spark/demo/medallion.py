@@ -59,7 +59,7 @@ class Lake:
 
 
 def demo_session(app_name: str = "staticmq-demo") -> SparkSession:
-    from staticmq_spark.spark_session import configure_spark
+    from staticmq_spark.session.configure import configure_spark
 
     builder = (
         SparkSession.builder.master("local[2]")

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from staticmq_spark.errors import StaticMQError
-from staticmq_spark.jvm_artifacts import bundle_dir, fetch_artifacts
+from staticmq_spark.local_clusters.jvm_artifacts import bundle_dir, fetch_artifacts
 from staticmq_spark.local_clusters.ports import free_port
 
 if TYPE_CHECKING:
-    from staticmq_spark.tls_files import TlsFiles
+    from staticmq_spark.local_clusters.tls_files import TlsFiles
 
 ROCKETMQ_VERSION = "5.5.0"  # 5.5.1's namesrv and tools are not on Maven Central (only its broker)
 COORDINATES = [f"org.apache.rocketmq:rocketmq-{m}:{ROCKETMQ_VERSION}" for m in ("namesrv", "broker", "tools")]
@@ -276,7 +276,7 @@ class LocalRocketMQ:
 
     def wait_registered(self, timeout_s: float = 60.0) -> None:
         """Until the name server lists every running broker at its address (mqadmin needs it)."""
-        from staticmq_spark.backends.rocketmq.remoting import RemotingClient
+        from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 
         client = RemotingClient((self.namesrv,), tls_ca=str(self.tls.ca) if self.tls else None)
         want = {n: self.broker_addr(n) for n in self.broker_names if n in self.procs}

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from staticmq_spark.child_process import child_env
 from staticmq_spark.errors import BrokerUnavailableError, InvalidOptionError
+from staticmq_spark.local_clusters.child_process import child_env
 
 DEFAULT_CLUSTER = "DefaultCluster"
 

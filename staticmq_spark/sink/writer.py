@@ -15,10 +15,10 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from staticmq_spark.backends import SinkWriter, TaskWrite, shared_backend
 from staticmq_spark.errors import InternalError
-from staticmq_spark.pyspark_features import StreamArrowWriter
+from staticmq_spark.session.features import StreamArrowWriter
 from staticmq_spark.sink.options import SinkOptions
 from staticmq_spark.sink.placement import placed_rows
-from staticmq_spark.worker_heap import freeze_long_lived_heap, gc_paused
+from staticmq_spark.workers.heap import freeze_long_lived_heap, gc_paused
 
 log = logging.getLogger(__name__)
 

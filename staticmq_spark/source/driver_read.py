@@ -31,7 +31,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 
-from staticmq_spark.pyspark_features import ReadLimit
+from staticmq_spark.session.features import ReadLimit
 from staticmq_spark.source.options import SourceOptions
 from staticmq_spark.source.partition import QueuePartition
 from staticmq_spark.source.stream_reader import StaticMQStreamReader

@@ -20,7 +20,7 @@ from staticmq_spark.protocol.rows import arrays
 from staticmq_spark.protocol.security.auth import PLAIN, ClientSecurity
 from staticmq_spark.source.partition import QueuePartition, SegmentRef
 from staticmq_spark.source.schema import arrow_schema, to_spark_batch
-from staticmq_spark.worker_heap import frozen_after
+from staticmq_spark.workers.heap import frozen_after
 
 log = logging.getLogger(__name__)
 

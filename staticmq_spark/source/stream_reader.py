@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from staticmq_spark.backends import ClusterReader, open_backend
 from staticmq_spark.backends.retry import with_retries
 from staticmq_spark.errors import StaticMQError
-from staticmq_spark.pyspark_features import (
+from staticmq_spark.session.features import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxBytes,
@@ -112,7 +112,7 @@ class StaticMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
         """The end of the next micro-batch. pyspark 4.2 and later give the start and the limit;
-        an older runner gives neither (pyspark_features): the start is then the end of the last
+        an older runner gives neither (session/features.py): the start is then the end of the last
         micro-batch planned (or the initial offset), and the limit is the options' from a run's
         second answer on. The first answer of a run reads everything available: it may be
         Trigger.AvailableNow's only micro-batch (Spark's single-batch fallback, which a Python

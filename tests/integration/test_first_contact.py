@@ -22,8 +22,8 @@ from staticmq_spark.errors import NameServerUnreachableError, TlsError
 from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.local_clusters.ports import free_port
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
+from staticmq_spark.local_clusters.tls_files import TlsFiles, write_tls_files
 from staticmq_spark.protocol.consume.pull_status import PullStatus
-from staticmq_spark.tls_files import TlsFiles, write_tls_files
 from tests.support.cli import staticmq
 
 TOPIC = "orders"

@@ -13,8 +13,8 @@ import pytest
 
 from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
-from staticmq_spark.backends.rocketmq.codes import RequestCode
 from staticmq_spark.backends.rocketmq.consumer_groups import lock_body, locked_queues
+from staticmq_spark.backends.rocketmq.wire.codes import RequestCode
 from staticmq_spark.client import ExclusiveConsumer, PullConsumer
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ

@@ -28,9 +28,9 @@ import pytest
 from staticmq_spark.backends.api import TaskWrite
 from staticmq_spark.backends.registry import open_backend
 from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
-from staticmq_spark.backends.rocketmq.staged_chunks import StagedChunk
-from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
-from staticmq_spark.backends.rocketmq.stored_messages import SYSTEM_PROPERTIES
+from staticmq_spark.backends.rocketmq.sinks.staged_chunks import StagedChunk
+from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
+from staticmq_spark.backends.rocketmq.wire.stored_messages import SYSTEM_PROPERTIES
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import Admin, PullConsumer
 from staticmq_spark.hashing import queue_for_key

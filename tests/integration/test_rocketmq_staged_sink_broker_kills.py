@@ -14,7 +14,7 @@ import pytest
 
 from staticmq_spark.backends.api import TaskWrite
 from staticmq_spark.backends.registry import open_backend
-from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
+from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import Admin
 from staticmq_spark.errors import StaticMQError

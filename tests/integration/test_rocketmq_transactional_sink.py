@@ -20,10 +20,10 @@ import pytest
 from staticmq_spark.backends.api import EXACTLY_ONCE_TRANSACTIONAL
 from staticmq_spark.backends.registry import open_backend
 from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
-from staticmq_spark.backends.rocketmq.decisions import Decision
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient
-from staticmq_spark.backends.rocketmq.transactional_sink import PRODUCER_GROUP, RocketMQTransactionalSink
-from staticmq_spark.backends.rocketmq.transactions import PreparedHalves, end_halves
+from staticmq_spark.backends.rocketmq.sinks.decisions import Decision
+from staticmq_spark.backends.rocketmq.sinks.transactional_sink import PRODUCER_GROUP, RocketMQTransactionalSink
+from staticmq_spark.backends.rocketmq.sinks.transactions import PreparedHalves, end_halves
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import Admin, PullConsumer
 from staticmq_spark.errors import ConflictError

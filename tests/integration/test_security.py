@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from staticmq_spark.client import Admin, PopConsumer, Producer, PullConsumer
 from staticmq_spark.errors import AccessDeniedError, BrokerUnavailableError, UnauthenticatedError
+from staticmq_spark.local_clusters.tls_files import TlsFiles, write_tls_files
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
 from staticmq_spark.protocol.pb import staticmq_pb2_grpc as pb_grpc
 from staticmq_spark.protocol.security.auth import ClientSecurity, Credentials
 from staticmq_spark.protocol.transport.channels import open_channel
-from staticmq_spark.tls_files import TlsFiles, write_tls_files
 from tests.support.cli import staticmq
 from tests.support.cluster_process import ClusterProcess
 

@@ -8,7 +8,7 @@ import signal
 from typing import Any
 
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.pyspark_features import ReadAllAvailable
+from staticmq_spark.session.features import ReadAllAvailable
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.stream_reader import StaticMQStreamReader

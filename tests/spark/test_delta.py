@@ -26,7 +26,7 @@ from staticmq_spark.lakehouse import (
     start_bronze,
     table_version,
 )
-from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, SNAPSHOT_PARTITIONS, delta_jars
+from staticmq_spark.session.configure import DELTA_CATALOG, DELTA_EXTENSION, SNAPSHOT_PARTITIONS, delta_jars
 from tests.support.spark import (
     BackgroundProducer,
     by_queue,

@@ -23,8 +23,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, spark_partition_id
 
 from staticmq_spark.backends.registry import open_backend
-from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID
-from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
+from staticmq_spark.backends.rocketmq.sinks.direct_sink import ROW_ID
+from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.hashing import queue_for_key

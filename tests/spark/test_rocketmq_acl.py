@@ -19,13 +19,13 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from staticmq_spark.backends.rocketmq.codes import RequestCode
-from staticmq_spark.backends.rocketmq.connection import Connection, tls_context
+from staticmq_spark.backends.rocketmq.wire.codes import RequestCode
+from staticmq_spark.backends.rocketmq.wire.connection import Connection, tls_context
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.errors import AccessDeniedError, NameServerUnreachableError, StaticMQError, TlsError
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
+from staticmq_spark.local_clusters.tls_files import TlsFiles, write_tls_files
 from staticmq_spark.protocol.security.auth import Credentials
-from staticmq_spark.tls_files import TlsFiles, write_tls_files
 from tests.support.cli import staticmq
 from tests.support.waiting import wait_until
 

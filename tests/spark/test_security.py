@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from staticmq_spark.client import Admin, Producer, PullConsumer
 from staticmq_spark.local_clusters import LocalCluster
-from staticmq_spark.tls_files import write_tls_files
+from staticmq_spark.local_clusters.tls_files import write_tls_files
 
 pytestmark = pytest.mark.spark
 ACL = """

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from staticmq_spark.client import Admin, Producer
-from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
+from staticmq_spark.session.features import AVAILABLE_NOW_SPLITS
 from tests.support.spark import new_topic, produce, source, wait_until
 
 pytestmark = pytest.mark.spark

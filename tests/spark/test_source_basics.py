@@ -15,7 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from staticmq_spark.client import Admin, Producer
 from staticmq_spark.data_source import StaticMQDataSource
-from staticmq_spark.worker_site import register
+from staticmq_spark.workers.site import register
 from tests.support.spark import by_queue, new_topic, produce, source
 
 pytestmark = pytest.mark.spark

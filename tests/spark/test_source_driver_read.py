@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql.functions import spark_partition_id
 
-from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
+from staticmq_spark.session.features import AVAILABLE_NOW_SPLITS
 from tests.support.spark import by_queue, new_topic, produce, source
 
 pytestmark = pytest.mark.spark

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID
+from staticmq_spark.backends.rocketmq.sinks.direct_sink import ROW_ID
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
-from staticmq_spark.spark_session import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
+from staticmq_spark.session.configure import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
 from tests.spark.test_sink import assert_hash_sharded, read_topic
 from tests.support.spark import by_queue, new_topic, produce
 from tests.support.spark_cluster import SPARK_HOME, StandaloneCluster, spark_env

@@ -1,5 +1,5 @@
 """A streaming query's source runner, the Python process Spark starts per query, imports the
-installed pyspark (its compiled modules) when the source was registered through `worker_site`,
+installed pyspark (its compiled modules) when the source was registered through `workers/site`,
 as `configure_spark` registers `staticmq`; and pyspark.zip when registered plainly. The read tasks
 of such a source run in workers that acknowledge the JVM's task pieces at once, forked by a
 daemon that imported staticmq's task code first. After a session's
@@ -19,8 +19,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 
 from staticmq_spark import configure_spark
 from staticmq_spark.data_source import StaticMQDataSource
-from staticmq_spark.worker_site import WORKER_SITE, register
-from staticmq_spark.worker_site.staticmq_warm_runner import RUNNER_MODULE
+from staticmq_spark.workers.site import WORKER_SITE, register
+from staticmq_spark.workers.site.staticmq_warm_runner import RUNNER_MODULE
 from tests.support.spark import available_now_rows, new_topic, produce, source
 
 

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from staticmq_spark.client import Admin
 from staticmq_spark.local_clusters import LocalCluster
 from staticmq_spark.local_clusters.ports import free_port
-from staticmq_spark.tls_files import write_tls_files
+from staticmq_spark.local_clusters.tls_files import write_tls_files
 
 pytestmark = pytest.mark.spark
 FAST_S = 20.0  # well under the default retryTimeoutMs (120 s) that a broker that went away gets

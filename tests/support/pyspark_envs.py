@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from staticmq_spark.jvm_artifacts import cache_root
+from staticmq_spark.local_clusters.jvm_artifacts import cache_root
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from staticmq_spark.jvm_artifacts import bundle_dir, fetch_artifacts
+from staticmq_spark.local_clusters.jvm_artifacts import bundle_dir, fetch_artifacts
 from staticmq_spark.local_clusters.ports import free_port
 from staticmq_spark.local_clusters.rocketmq import ROCKETMQ_VERSION, LocalRocketMQ, RocketMQClusterError, jvm_command
 from tests.support.rocketmq_tools import compile_client

@@ -17,7 +17,7 @@ import threading
 import time
 
 from staticmq_spark.backends.registry import open_backend
-from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
+from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
 
 
 def main() -> None:

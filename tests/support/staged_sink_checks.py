@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from staticmq_spark.backends.api import TaskWrite
-from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
+from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
 from staticmq_spark.backends.types import WriteSettings
 from staticmq_spark.client import PullConsumer
 from staticmq_spark.hashing import queue_for_key

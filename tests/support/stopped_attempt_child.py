@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from staticmq_spark.backends.registry import open_backend
-from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
+from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
 from staticmq_spark.sink.placement import placed_rows
 
 

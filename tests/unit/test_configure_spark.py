@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyspark
 import pytest
 
-from staticmq_spark.spark_session import NoDeltaForThisSpark, delta_package, running_spark_binary
+from staticmq_spark.session.configure import NoDeltaForThisSpark, delta_package, running_spark_binary
 
 
 @pytest.mark.parametrize("spark", ["4.0", "4.1", "4.2"])
@@ -27,8 +27,8 @@ def test_configure_spark_turns_on_the_available_now_wrapper_where_sources_have_n
     from pyspark.sql import SparkSession
 
     from staticmq_spark import configure_spark
-    from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
-    from staticmq_spark.spark_session import AVAILABLE_NOW_WRAPPER
+    from staticmq_spark.session.configure import AVAILABLE_NOW_WRAPPER
+    from staticmq_spark.session.features import AVAILABLE_NOW_SPLITS
 
     options = configure_spark(SparkSession.builder)._builder._options
     assert (options.get(AVAILABLE_NOW_WRAPPER) == "true") is (not AVAILABLE_NOW_SPLITS)
@@ -40,7 +40,7 @@ def test_configure_spark_has_spark_talk_to_its_python_workers_over_unix_domain_s
     from pyspark.sql import SparkSession
 
     from staticmq_spark import configure_spark
-    from staticmq_spark.spark_session import UNIX_DOMAIN_SOCKETS
+    from staticmq_spark.session.configure import UNIX_DOMAIN_SOCKETS
 
     assert configure_spark(SparkSession.builder)._builder._options[UNIX_DOMAIN_SOCKETS] == "true"
     kept = configure_spark(SparkSession.builder.config(UNIX_DOMAIN_SOCKETS, "false"))._builder._options

@@ -1,4 +1,4 @@
-"""`staticmq_spark.connect_session` and `activate_in_thread`: which builders make a Spark Connect
+"""`staticmq_spark.session.connect` and `activate_in_thread`: which builders make a Spark Connect
 session (the way pyspark's `Builder.getOrCreate` decides), `configure_spark(delta=True)` refused on
 a running Connect server, registration over Connect, and the thread fix doing nothing there.
 No session is started: pyspark's builders only collect options until `getOrCreate`."""
@@ -10,16 +10,17 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from staticmq_spark import activate_in_thread, spark_session
-from staticmq_spark.connect_session import (
+from staticmq_spark import activate_in_thread
+from staticmq_spark.data_source import StaticMQDataSource
+from staticmq_spark.errors import UnsupportedOperationError
+from staticmq_spark.session import configure as spark_session
+from staticmq_spark.session.connect import (
     LOCAL,
     check_connect_builder,
     connect_target,
     is_connect_session,
     register_over_connect,
 )
-from staticmq_spark.data_source import StaticMQDataSource
-from staticmq_spark.errors import UnsupportedOperationError
 
 
 class ConnectBuilder:

@@ -22,7 +22,7 @@ MAKERS: dict[str, set[str]] = {
     "insecure_channel": {"protocol/transport/channels.py"},
     "secure_channel": {"protocol/transport/channels.py"},
     "RemotingClient": {"backends/rocketmq/backend.py"},
-    "ConnectionPool": {"backends/rocketmq/remoting.py"},
+    "ConnectionPool": {"backends/rocketmq/wire/remoting.py"},
     "_cluster": {"backends/memory/backend.py"},
 }
 # A maker whose name means something else elsewhere is looked for only where it means this.

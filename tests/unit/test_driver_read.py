@@ -19,7 +19,7 @@ from pyspark.sql.streaming import python_streaming_source_runner as runner
 from staticmq_spark.backends.memory import MemoryCluster
 from staticmq_spark.data_source import StaticMQDataSource
 from staticmq_spark.errors import InvalidOptionError
-from staticmq_spark.pyspark_features import ADMISSION_CONTROL, ReadAllAvailable, ReadMaxRows
+from staticmq_spark.session.features import ADMISSION_CONTROL, ReadAllAvailable, ReadMaxRows
 from staticmq_spark.source import stream_reader
 from staticmq_spark.source.driver_read import DriverReadStreamReader, QueuesPartition
 from staticmq_spark.source.options import parse_source_options

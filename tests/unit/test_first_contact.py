@@ -11,7 +11,7 @@ import ssl
 import pytest
 
 from staticmq_spark.backends.first_contact import AnsweredAddresses, NoAnswer, first_contact_error
-from staticmq_spark.backends.rocketmq.connection import socket_no_answer
+from staticmq_spark.backends.rocketmq.wire.connection import socket_no_answer
 from staticmq_spark.backends.staticmq.rpc import grpc_last_error, grpc_no_answer
 from staticmq_spark.errors import BrokerUnavailableError, FirstContactError, TlsError
 

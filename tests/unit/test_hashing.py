@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from staticmq_spark.hashing import murmur3_32, murmur3_32_many, queue_for_key, queues_for_keys
+from staticmq_spark.hashing import queue_for_key, queues_for_keys
+from staticmq_spark.protocol.rows.murmur3 import murmur3_32, murmur3_32_many
 
 # Reference values of MurmurHash3_x86_32(seed=0) (the SMHasher reference implementation).
 KNOWN = {b"": 0, b"hello": 613153351, b"The quick brown fox jumps over the lazy dog": 0x2E4FF723}

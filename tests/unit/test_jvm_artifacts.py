@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from staticmq_spark import jvm_artifacts
-from staticmq_spark.jvm_artifacts import ArtifactFetchError, fetch_artifacts, pom_for
+from staticmq_spark.local_clusters import jvm_artifacts
+from staticmq_spark.local_clusters.jvm_artifacts import ArtifactFetchError, fetch_artifacts, pom_for
 
 NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 

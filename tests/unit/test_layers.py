@@ -23,11 +23,11 @@ one raises MissingExtraError naming the extra (`LAZY_OPTIONAL`, checked below):
   `writeStream.format("delta")`, needs only Delta's jars, and managed runtimes bring delta;
 - `pyspark` in cli/doctor_cmd.py `check_default_source` ([spark]): the doctor reports a missing
   pyspark instead of failing to start (every command module loads with the CLI);
-- `pyspark` in spark_session.py `running_spark_binary`: the Spark version Delta's jars must match,
-  asked only by `delta=True` (the package's __init__ imports spark_session);
-- `staticmq_spark.data_source` in spark_session.py `_register`: `import staticmq_spark` (the client,
-  the CLI) must not need pyspark, and the package's __init__ imports spark_session;
-- `lz4` and `zstandard` in backends/rocketmq/stored_messages.py: codecs of compressed RocketMQ
+- `pyspark` in session/configure.py `running_spark_binary`: the Spark version Delta's jars must match,
+  asked only by `delta=True` (the package's __init__ imports session.configure);
+- `staticmq_spark.data_source` in session/configure.py `_register`: `import staticmq_spark` (the client,
+  the CLI) must not need pyspark, and the package's __init__ imports session.configure;
+- `lz4` and `zstandard` in backends/rocketmq/wire/stored_messages.py: codecs of compressed RocketMQ
   messages, in no requirement list: needed only for a topic whose producers compress.
 """
 
@@ -48,10 +48,7 @@ ABOVE_SEAM = (
     "staticmq_spark.demo",
     "staticmq_spark.data_source",
     "staticmq_spark.option_table",
-    "staticmq_spark.spark_session",
-    "staticmq_spark.pyspark_features",
-    "staticmq_spark.connect_session",
-    "staticmq_spark.active_session",
+    "staticmq_spark.session",
     "staticmq_spark.lakehouse",
 )
 WIRES = ("grpc", "google.protobuf", "staticmq_spark.protocol.pb")
@@ -67,9 +64,9 @@ LAZY_OPTIONAL = {
     ("staticmq_spark.protocol.security.acl", "yaml"),
     ("staticmq_spark.lakehouse", "delta"),
     ("staticmq_spark.cli.doctor_cmd", "pyspark"),
-    ("staticmq_spark.spark_session", "pyspark"),
-    ("staticmq_spark.backends.rocketmq.stored_messages", "lz4"),
-    ("staticmq_spark.backends.rocketmq.stored_messages", "zstandard"),
+    ("staticmq_spark.session.configure", "pyspark"),
+    ("staticmq_spark.backends.rocketmq.wire.stored_messages", "lz4"),
+    ("staticmq_spark.backends.rocketmq.wire.stored_messages", "zstandard"),
 }
 
 
@@ -171,6 +168,30 @@ def test_broker_stub_imports_only_the_pure_layers_of_staticmq_spark() -> None:
     assert not bad
 
 
+# The pure layers, each with what it may import of staticmq_spark: nothing climbs back up from them.
+PURE_BELOW = {
+    "staticmq_spark.errors": ("staticmq_spark.errors",),
+    "staticmq_spark.protocol": ("staticmq_spark.protocol", "staticmq_spark.errors"),
+    "staticmq_spark.mapping": ("staticmq_spark.mapping", "staticmq_spark.protocol", "staticmq_spark.errors"),
+}
+
+
+def imports_climbing_up(sources: Mapping[str, str]) -> set[tuple[str, str]]:
+    """(module, import) where a pure layer imports a module of staticmq_spark above it."""
+    return {
+        (name, imported)
+        for name, src in sources.items()
+        for layer, allowed in PURE_BELOW.items()
+        if _under(name, (layer,))
+        for imported in _imports(src)
+        if imported.startswith("staticmq_spark") and not _under(imported, allowed)
+    }
+
+
+def test_no_import_climbs_back_up_from_the_pure_layers() -> None:
+    assert not imports_climbing_up(_all_sources())
+
+
 def test_staticmq_spark_reaches_broker_stub_only_through_its_launch_module() -> None:
     users = {
         (name, imported)
@@ -246,3 +267,5 @@ def test_the_layer_checks_fail_on_a_planted_import() -> None:
     planted_upward["staticmq_spark.backends.rocketmq.reader"] += "\nfrom staticmq_spark.client import Admin\n"
     upward = backend_imports_above_the_seam(planted_upward)
     assert ("staticmq_spark.backends.rocketmq.reader", "staticmq_spark.client") in upward
+    climbing = {"staticmq_spark.protocol.consume.tag_filter": "from staticmq_spark.hashing import queue_for_key\n"}
+    assert ("staticmq_spark.protocol.consume.tag_filter", "staticmq_spark.hashing") in imports_climbing_up(climbing)

@@ -175,7 +175,7 @@ def test_staticmq_doctor_command(tmp_path: Path) -> None:
 
 def test_doctor_says_what_the_running_pyspark_lacks() -> None:
     from staticmq_spark.cli.doctor_cmd import check_pyspark_features
-    from staticmq_spark.pyspark_features import ADMISSION_CONTROL, STREAM_ARROW_WRITER
+    from staticmq_spark.session.features import ADMISSION_CONTROL, STREAM_ARROW_WRITER
 
     said = " ".join(f.what for f in check_pyspark_features())
     assert ("admission control" in said) is (not ADMISSION_CONTROL)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
-from staticmq_spark.backends.rocketmq.remoting import SendAnswer
-from staticmq_spark.backends.rocketmq.routes import TopicRoute
+from staticmq_spark.backends.rocketmq.wire.remoting import SendAnswer
+from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 
 
 class FakeClient:

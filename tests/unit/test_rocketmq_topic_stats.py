@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from staticmq_spark.backends.rocketmq.admin_calls import topic_stats_table
-from staticmq_spark.backends.rocketmq.frames import FrameError
+from staticmq_spark.backends.rocketmq.wire.frames import FrameError
 
 
 def test_a_topic_stats_table_with_message_queue_keys_is_read_per_queue() -> None:

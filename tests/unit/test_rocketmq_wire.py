@@ -18,23 +18,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from staticmq_spark.backends import BrokerState, parse_address
-from staticmq_spark.backends.rocketmq import fastjson
-from staticmq_spark.backends.rocketmq.acl import sign_request
-from staticmq_spark.backends.rocketmq.batch_encode import (
+from staticmq_spark.backends.rocketmq.reader import fence_segments
+from staticmq_spark.backends.rocketmq.sinks.direct_sink import ROW_ID, row_ids, with_row_ids
+from staticmq_spark.backends.rocketmq.wire import fastjson
+from staticmq_spark.backends.rocketmq.wire.acl import sign_request
+from staticmq_spark.backends.rocketmq.wire.batch_encode import (
     SLICED_PIECE_BYTES,
     encode_rows,
     properties_column,
     scatter_pieces,
     uniq_keys,
 )
-from staticmq_spark.backends.rocketmq.connection import split_host_port
-from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
-from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
-from staticmq_spark.backends.rocketmq.frames import FrameError, decode_frame, encode_request, frame_length
-from staticmq_spark.backends.rocketmq.reader import fence_segments
-from staticmq_spark.backends.rocketmq.remoting import encode_properties
-from staticmq_spark.backends.rocketmq.routes import parse_mapping_detail, parse_route
-from staticmq_spark.backends.rocketmq.stored_messages import (
+from staticmq_spark.backends.rocketmq.wire.connection import split_host_port
+from staticmq_spark.backends.rocketmq.wire.frame_columns import encode_frames
+from staticmq_spark.backends.rocketmq.wire.frames import FrameError, decode_frame, encode_request, frame_length
+from staticmq_spark.backends.rocketmq.wire.remoting import encode_properties
+from staticmq_spark.backends.rocketmq.wire.routes import parse_mapping_detail, parse_route
+from staticmq_spark.backends.rocketmq.wire.stored_messages import (
     MAGIC_V1,
     MAGIC_V2,
     SYSTEM_PROPERTIES,
@@ -280,7 +280,7 @@ def test_a_rocketmq_read_tasks_decode_path_imports_no_pandas() -> None:
     )
     code = (
         "import sys\n"
-        "from staticmq_spark.backends.rocketmq.stored_messages import decode_stored\n"
+        "from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored\n"
         "from staticmq_spark.source.schema import arrow_schema, to_spark_batch\n"
         f"m = decode_stored({body!r})\n"
         "b = to_spark_batch(m, topic='t', logic_queue=0, offset_delta=5, bname='b', schema=arrow_schema(True),\n"
@@ -319,10 +319,10 @@ def test_a_rocketmq_sink_tasks_encode_path_imports_no_pandas() -> None:
     request frames of a sink task, in a fresh interpreter."""
     code = (
         "import sys, numpy as np, pyarrow as pa\n"
-        "from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column, uniq_keys\n"
-        "from staticmq_spark.backends.rocketmq.direct_sink import row_ids, with_row_ids\n"
-        "from staticmq_spark.backends.rocketmq.frame_columns import encode_frames\n"
-        "from staticmq_spark.backends.rocketmq.transactions import half_properties\n"
+        "from staticmq_spark.backends.rocketmq.wire.batch_encode import encode_rows, properties_column, uniq_keys\n"
+        "from staticmq_spark.backends.rocketmq.sinks.direct_sink import row_ids, with_row_ids\n"
+        "from staticmq_spark.backends.rocketmq.wire.frame_columns import encode_frames\n"
+        "from staticmq_spark.backends.rocketmq.sinks.transactions import half_properties\n"
         "from staticmq_spark.backends.targets import KEYLESS\n"
         "from staticmq_spark.protocol.rows import arrays\n"
         "props = pa.MapArray.from_arrays(arrays.numbers(np.array([0, 1, 1], dtype=np.int32)),\n"

@@ -12,8 +12,8 @@ import pytest
 
 from staticmq_spark.backends.address import parse_address
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
-from staticmq_spark.backends.rocketmq.remoting import SendAnswer
-from staticmq_spark.backends.rocketmq.routes import TopicRoute
+from staticmq_spark.backends.rocketmq.wire.remoting import SendAnswer
+from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.producer import StaticMQProducer
 from staticmq_spark.backends.types import SendOutcome, SendResult, per_message_outcomes

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from broker_stub.broker.app import BrokerApp
-from broker_stub.broker.sink_service import SinkService
 from staticmq_spark.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -40,7 +39,7 @@ class Sink:
 
     def __init__(self, app: BrokerApp) -> None:
         self.app = app
-        self.service = SinkService(app)
+        self.service = app.sink
 
     def stage(
         self,

@@ -1,4 +1,4 @@
-"""The staged exactly-once sink's pure records (staticmq_spark/backends/rocketmq/staged_chunks.py):
+"""The staged exactly-once sink's pure records (staticmq_spark/backends/rocketmq/sinks/staged_chunks.py):
 chunk names, forwarding order, the decision's encoding in parts, and which chunks are missing."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from staticmq_spark.backends.rocketmq import staged_chunks as sc
-from staticmq_spark.backends.rocketmq.batch_encode import uniq_keys
-from staticmq_spark.backends.rocketmq.staged_chunks import StagedChunk, StagedDecision, Tail
+from staticmq_spark.backends.rocketmq.sinks import staged_chunks as sc
+from staticmq_spark.backends.rocketmq.sinks.staged_chunks import StagedChunk, StagedDecision, Tail
+from staticmq_spark.backends.rocketmq.wire.batch_encode import uniq_keys
 from staticmq_spark.errors import InternalError
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from staticmq_spark.backends.memory import MemoryCluster
-from staticmq_spark.pyspark_features import ReadAllAvailable
+from staticmq_spark.session.features import ReadAllAvailable
 from staticmq_spark.source.executor import read_partition
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.stream_reader import StaticMQStreamReader

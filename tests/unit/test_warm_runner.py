@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from staticmq_spark.worker_site import staticmq_warm_runner as warm
-from staticmq_spark.worker_site import worker_environment
+from staticmq_spark.workers.site import staticmq_warm_runner as warm
+from staticmq_spark.workers.site import worker_environment
 
 RUNNER = [sys.executable, "-m", warm.RUNNER_MODULE]
 

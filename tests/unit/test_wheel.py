@@ -24,7 +24,7 @@ def test_wheel_builds_with_the_registration_module_and_both_packages(tmp_path: P
     assert "pyspark_staticmq.py" in names
     for module in (
         "staticmq_spark/data_source.py",
-        "staticmq_spark/spark_session.py",
+        "staticmq_spark/session/configure.py",
         "staticmq_spark/lakehouse.py",
         "broker_stub/broker/app.py",
     ):

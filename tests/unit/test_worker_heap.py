@@ -1,4 +1,4 @@
-"""The cyclic garbage collector on Spark's Python workers (staticmq_spark.worker_heap): the sink's
+"""The cyclic garbage collector on Spark's Python workers (staticmq_spark.workers.heap): the sink's
 write tasks pause it, a worker's long-lived heap is frozen once, after its first read task or at
 its first write task, and a read task's own data is still freed after that."""
 
@@ -13,13 +13,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from staticmq_spark import worker_heap
 from staticmq_spark.backends.memory import MemoryCluster
-from staticmq_spark.pyspark_features import ReadAllAvailable
+from staticmq_spark.session.features import ReadAllAvailable
 from staticmq_spark.source.options import parse_source_options
 from staticmq_spark.source.partition import QueuePartition
 from staticmq_spark.source.stream_reader import StaticMQStreamReader
-from staticmq_spark.worker_heap import gc_paused
+from staticmq_spark.workers import heap as worker_heap
+from staticmq_spark.workers.heap import gc_paused
 
 _names = itertools.count()
 
@@ -66,7 +66,7 @@ def _reader_and_partitions(c: MemoryCluster) -> tuple[StaticMQStreamReader, list
 
 def _all() -> Any:
     """pyspark's ReadAllAvailable where it has admission control (4.2), else the connector's
-    same-named stand-in (pyspark_features), as the stream reader sees on 4.0 and 4.1."""
+    same-named stand-in (session/features.py), as the stream reader sees on 4.0 and 4.1."""
     return ReadAllAvailable()
 
 

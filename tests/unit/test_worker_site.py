@@ -1,4 +1,4 @@
-"""`staticmq_spark.worker_site`: Python workers started for staticmq import pyspark's installed,
+"""`staticmq_spark.workers.site`: Python workers started for staticmq import pyspark's installed,
 compiled modules instead of compiling `pyspark.zip`, and nothing else about them changes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import py4j
 import pyspark
 
-from staticmq_spark.worker_site import WORKER_SITE, worker_environment
+from staticmq_spark.workers.site import WORKER_SITE, worker_environment
 
 SPARK_LIB = Path(pyspark.__file__).parent / "python" / "lib"
 PYSPARK_ZIP = SPARK_LIB / "pyspark.zip"

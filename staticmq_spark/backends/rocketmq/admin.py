@@ -12,7 +12,6 @@ from typing import Any, NoReturn
 from staticmq_spark.backends.retry import backoff_s
 from staticmq_spark.backends.rocketmq.admin_calls import AdminCalls
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.remoting import RocketMQError
 from staticmq_spark.backends.rocketmq.static_topics import (
     BrokerTopic,
     Plan,
@@ -21,6 +20,7 @@ from staticmq_spark.backends.rocketmq.static_topics import (
     plan_remapping,
     settled,
 )
+from staticmq_spark.backends.rocketmq.wire.remoting import RocketMQError
 from staticmq_spark.backends.types import (
     BrokerState,
     BrokerSummary,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import re
 
-from staticmq_spark.backends.rocketmq import fastjson
-from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.frames import FrameError
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
 from staticmq_spark.backends.rocketmq.static_topics import BrokerTopic, detail_json
+from staticmq_spark.backends.rocketmq.wire import fastjson
+from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode
+from staticmq_spark.backends.rocketmq.wire.frames import FrameError
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient, check_answer
 
 DEFAULT_TOPIC = "TBW102"  # the createTopicKey mqadmin sends
 

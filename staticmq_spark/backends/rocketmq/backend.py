@@ -11,23 +11,23 @@ from typing import TYPE_CHECKING, Any
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_TRANSACTIONAL, ProducerSettings
-from staticmq_spark.backends.rocketmq.acl import rocketmq_credentials
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient
+from staticmq_spark.backends.rocketmq.wire.acl import rocketmq_credentials
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, PLAIN, ClientSecurity
 from staticmq_spark.errors import InvalidArgumentError
 
 # The sinks, producer and pull consumer are imported where they are first used: a source's
 # planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
 if TYPE_CHECKING:
-    from staticmq_spark.backends.rocketmq.direct_sink import RocketMQDirectSink
     from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
     from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
     from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
-    from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
-    from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
+    from staticmq_spark.backends.rocketmq.sinks.direct_sink import RocketMQDirectSink
+    from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
+    from staticmq_spark.backends.rocketmq.sinks.transactional_sink import RocketMQTransactionalSink
 
 # Producer settings a RocketMQ producer cannot honour, with their defaults: one set otherwise is
 # refused. (active_detection and detection_interval_s tune staticmq's probing of brokers for keyless
@@ -63,13 +63,13 @@ class RocketMQBackend:
         with self._lock:
             if delivery == AT_LEAST_ONCE:
                 if self._sink is None:
-                    from staticmq_spark.backends.rocketmq.direct_sink import RocketMQDirectSink
+                    from staticmq_spark.backends.rocketmq.sinks.direct_sink import RocketMQDirectSink
 
                     self._sink = RocketMQDirectSink(self.client)
                 return self._sink
             if delivery == EXACTLY_ONCE_TRANSACTIONAL:
                 if self._transactional is None:
-                    from staticmq_spark.backends.rocketmq.transactional_sink import RocketMQTransactionalSink
+                    from staticmq_spark.backends.rocketmq.sinks.transactional_sink import RocketMQTransactionalSink
 
                     self._transactional = RocketMQTransactionalSink(self.client)
                 return self._transactional
@@ -79,7 +79,7 @@ class RocketMQBackend:
                     f"or {AT_LEAST_ONCE}"
                 )
             if self._staged is None:
-                from staticmq_spark.backends.rocketmq.staged_sink import RocketMQStagedSink
+                from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
 
                 self._staged = RocketMQStagedSink(self.client)
             return self._staged

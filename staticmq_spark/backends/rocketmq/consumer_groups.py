@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from staticmq_spark.backends.rocketmq import fastjson
+from staticmq_spark.backends.rocketmq.wire import fastjson
 
 # The broker name of a static topic's logic queues in every client-side MessageQueue
 # (`TopicQueueMappingUtils.getMockBrokerName("__global__")`): the Java orderly consumer locks

@@ -37,7 +37,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from staticmq_spark.backends.address import ClusterAddress
-from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode
 from staticmq_spark.backends.rocketmq.consumer_groups import (
     allocate_averagely,
     consumer_ids,
@@ -46,8 +45,9 @@ from staticmq_spark.backends.rocketmq.consumer_groups import (
     locked_queues,
 )
 from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, RocketMQError, check_answer
-from staticmq_spark.backends.rocketmq.routes import TopicRoute
+from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient, RocketMQError, check_answer
+from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 from staticmq_spark.backends.types import PullResult
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import InvalidArgumentError, NotLeaderError, QueueNotFoundError, StaticMQError

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.mapping import Chain
 from staticmq_spark.mapping.rules import leader as chain_leader

@@ -21,8 +21,6 @@ import time
 from collections.abc import Iterable
 
 from staticmq_spark.backends.address import ClusterAddress
-from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode, code_name
-from staticmq_spark.backends.rocketmq.frames import RemotingCommand
 from staticmq_spark.backends.rocketmq.pop_messages import popped_messages
 from staticmq_spark.backends.rocketmq.pop_receipts import (
     ORDER_REVIVE_QUEUE,
@@ -32,7 +30,9 @@ from staticmq_spark.backends.rocketmq.pop_receipts import (
     real_topic,
 )
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
+from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode, code_name
+from staticmq_spark.backends.rocketmq.wire.frames import RemotingCommand
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient, check_answer
 from staticmq_spark.backends.types import AckResult, PopMessage, RefusedAck
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import (

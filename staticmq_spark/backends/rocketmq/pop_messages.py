@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from staticmq_spark.backends.rocketmq.pop_receipts import NORMAL, Receipt, parse_offset_info, parse_receipt, retry_mark
-from staticmq_spark.backends.rocketmq.stored_messages import (
+from staticmq_spark.backends.rocketmq.wire.stored_messages import (
     BORNHOST_V6,
     MAGIC_V2,
     STOREHOST_V6,

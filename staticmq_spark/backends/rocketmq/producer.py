@@ -16,10 +16,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from staticmq_spark.backends.retry import backoff_s
-from staticmq_spark.backends.rocketmq.batch_encode import encode_rows, properties_column
-from staticmq_spark.backends.rocketmq.batch_encode import uniq_keys as make_uniq_keys
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient
-from staticmq_spark.backends.rocketmq.routes import TopicRoute
+from staticmq_spark.backends.rocketmq.wire.batch_encode import encode_rows, properties_column
+from staticmq_spark.backends.rocketmq.wire.batch_encode import uniq_keys as make_uniq_keys
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
+from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import SendResult
 from staticmq_spark.closing import Closeable

@@ -10,8 +10,8 @@ from typing import Any
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.remoting import DEFAULT_PULL_GROUP, RemotingClient
-from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
+from staticmq_spark.backends.rocketmq.wire.remoting import DEFAULT_PULL_GROUP, RemotingClient
+from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored
 from staticmq_spark.backends.types import PullResult, QueueOffsets, empty_pulled_batch, pulled_columns
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import QueueNotFoundError

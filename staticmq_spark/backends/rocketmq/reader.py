@@ -16,9 +16,9 @@ from typing import TypeVar
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.read_ahead import ReadAhead
 from staticmq_spark.backends.retry import backoff_s, retry_read
-from staticmq_spark.backends.rocketmq.codes import RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError
-from staticmq_spark.backends.rocketmq.routes import TopicRoute
+from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode
+from staticmq_spark.backends.rocketmq.wire.remoting import PullAnswer, RemotingClient, RocketMQError
+from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
 from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
 from staticmq_spark.mapping import Chain
@@ -124,7 +124,9 @@ class RocketMQReader:
             self._pull_ahead(
                 topic, bname, target, queue, answer.next_offset, min(max_messages, until - answer.next_offset)
             )
-        from staticmq_spark.backends.rocketmq.stored_messages import decode_stored  # read tasks only: Arrow kernels
+        from staticmq_spark.backends.rocketmq.wire.stored_messages import (
+            decode_stored,
+        )  # read tasks only: Arrow kernels
 
         stored = decode_stored(answer.body, properties=include_properties)
         return PhysicalRead(answer.status, answer.next_offset, stored)

@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidArgumentError
-from staticmq_spark.hashing import murmur3_32_many
 from staticmq_spark.protocol.consume.tag_expression import TagFilter
 from staticmq_spark.protocol.rows import arrays
 from staticmq_spark.protocol.rows.codec import FLAG_TAGS, PackedBatch
 from staticmq_spark.protocol.rows.decode import parse_headers, tags_of
+from staticmq_spark.protocol.rows.murmur3 import murmur3_32_many
 
 # Consume-queue entry codes (the entry's int32 `flags`): UNKNOWN for entries written before tag
 # codes existed (a filter keeps them: the reader checks their tag), NO_TAG for a message without a

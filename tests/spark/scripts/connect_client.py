@@ -11,7 +11,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from staticmq_spark.connect_session import register_over_connect
+from staticmq_spark.session.connect import register_over_connect
 
 url, namesrv, source_topic, streamed_topic, written_topic, checkpoint = sys.argv[1:7]
 spark = SparkSession.builder.remote(url).getOrCreate()

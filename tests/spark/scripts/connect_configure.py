@@ -54,7 +54,7 @@ if mode == "configure":
     print(f"READ {read.select('queueId', 'queueOffset', 'value').count()}", flush=True)
     write_in_thread(spark, namesrv, written_topic, "c", fix=False)
 elif mode == "threads":
-    from staticmq_spark.connect_session import register_over_connect
+    from staticmq_spark.session.connect import register_over_connect
 
     url, namesrv, written_topic = sys.argv[2:5]
     spark = register_over_connect(SparkSession.builder.remote(url).getOrCreate())

@@ -15,8 +15,8 @@ from pyspark import TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, udf
 
-from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
-from staticmq_spark.spark_session import AVAILABLE_NOW_WRAPPER
+from staticmq_spark.session.configure import AVAILABLE_NOW_WRAPPER
+from staticmq_spark.session.features import AVAILABLE_NOW_SPLITS
 
 namesrv, source_topic, sink_topic, checkpoint, mode = sys.argv[1:6]
 inject = "--fail-first-attempts" in sys.argv

@@ -39,7 +39,7 @@ def register(session: Any, data_source: Any) -> None:
     module) is replaced; Spark's warning about that replacement is not shown, as it is meant.
     Spark 4.0 and 4.1 refuse to replace such a one (DATA_SOURCE_ALREADY_EXISTS): there it stays as
     pyspark registered it, the same data source, its workers started without this directory."""
-    from staticmq_spark.pyspark_features import register_data_source
+    from staticmq_spark.session.features import register_data_source
 
     context = session.sparkContext
     manager = session._jsparkSession.sessionState().dataSourceManager()

@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from staticmq_spark.backends.rocketmq import fastjson
-from staticmq_spark.backends.rocketmq.acl import ACCESS_KEY_ENV, SECRET_KEY_ENV, credentials_from, sign_request
-from staticmq_spark.backends.rocketmq.codes import STORED_DEGRADED, RequestCode, ResponseCode, code_name, error_for
-from staticmq_spark.backends.rocketmq.connection import ConnectionPool, tls_context
-from staticmq_spark.backends.rocketmq.frames import RemotingCommand
-from staticmq_spark.backends.rocketmq.routes import TopicRoute, parse_mapping_detail, parse_route
+from staticmq_spark.backends.rocketmq.wire import fastjson
+from staticmq_spark.backends.rocketmq.wire.acl import ACCESS_KEY_ENV, SECRET_KEY_ENV, credentials_from, sign_request
+from staticmq_spark.backends.rocketmq.wire.codes import STORED_DEGRADED, RequestCode, ResponseCode, code_name, error_for
+from staticmq_spark.backends.rocketmq.wire.connection import ConnectionPool, tls_context
+from staticmq_spark.backends.rocketmq.wire.frames import RemotingCommand
+from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute, parse_mapping_detail, parse_route
 from staticmq_spark.errors import (
     AccessDeniedError,
     BrokerUnavailableError,

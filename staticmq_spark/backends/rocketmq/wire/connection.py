@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from staticmq_spark.backends.first_contact import AnsweredAddresses, NoAnswer, first_contact_error
-from staticmq_spark.backends.rocketmq.frames import RemotingCommand, decode_frame, encode_request, frame_length
-from staticmq_spark.backends.rocketmq.tls_stream import TlsStream
+from staticmq_spark.backends.rocketmq.wire.frames import RemotingCommand, decode_frame, encode_request, frame_length
+from staticmq_spark.backends.rocketmq.wire.tls_stream import TlsStream
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import BrokerUnavailableError, InvalidOptionError, StaticMQError, TlsError
 

@@ -13,8 +13,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from staticmq_spark.backends.rocketmq.batch_encode import scatter_pieces
-from staticmq_spark.backends.rocketmq.frames import CLIENT_VERSION, JSON
+from staticmq_spark.backends.rocketmq.wire.batch_encode import scatter_pieces
+from staticmq_spark.backends.rocketmq.wire.frames import CLIENT_VERSION, JSON
 from staticmq_spark.protocol.rows import arrays
 
 I64 = npt.NDArray[np.int64]

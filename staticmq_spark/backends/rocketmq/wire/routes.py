@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from staticmq_spark.backends.rocketmq import fastjson
+from staticmq_spark.backends.rocketmq.wire import fastjson
 from staticmq_spark.errors import BrokerUnavailableError
 from staticmq_spark.mapping import MappingItem, TopicQueueMapping
 

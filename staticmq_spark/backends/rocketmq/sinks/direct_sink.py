@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from staticmq_spark.backends.api import AT_LEAST_ONCE, TaskWrite
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.protocol.rows import arrays
 

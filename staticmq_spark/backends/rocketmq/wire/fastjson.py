@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from staticmq_spark.backends.rocketmq.frames import FrameError
+from staticmq_spark.backends.rocketmq.wire.frames import FrameError
 
 _BARE_KEY = re.compile(rb'("(?:[^"\\]|\\.)*")|([{,]\s*)(-?\d+)(\s*:)')
 

@@ -28,11 +28,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.backends.retry import backoff_s
-from staticmq_spark.backends.rocketmq.codes import RETRIABLE, RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.connection import reserve_opaques
-from staticmq_spark.backends.rocketmq.frame_columns import encode_frames
-from staticmq_spark.backends.rocketmq.frames import RemotingCommand
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient, check_answer
+from staticmq_spark.backends.rocketmq.wire.codes import RETRIABLE, RequestCode, ResponseCode
+from staticmq_spark.backends.rocketmq.wire.connection import reserve_opaques
+from staticmq_spark.backends.rocketmq.wire.frame_columns import encode_frames
+from staticmq_spark.backends.rocketmq.wire.frames import RemotingCommand
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient, check_answer
 from staticmq_spark.errors import BrokerUnavailableError, InvalidArgumentError, TopicNotFoundError
 from staticmq_spark.protocol.rows import arrays
 

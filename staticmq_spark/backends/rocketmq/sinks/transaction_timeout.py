@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from staticmq_spark.backends.rocketmq.decisions import HalfRun
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient
+from staticmq_spark.backends.rocketmq.sinks.decisions import HalfRun
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.errors import StaticMQError
 
 log = logging.getLogger(__name__)

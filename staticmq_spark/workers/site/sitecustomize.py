@@ -152,7 +152,7 @@ def serve_acking_at_once(main: Any) -> None:
 
 def preload_daemon(argv: list[str], environ: Mapping[str, str]) -> None:
     """In pyspark's daemon, before it serves: import what its workers import for staticmq
-    (`staticmq_spark.worker_preload`; the daemon's worker module follows `-m pyspark.daemon`,
+    (`staticmq_spark.workers.preload`; the daemon's worker module follows `-m pyspark.daemon`,
     `pyspark.worker` if none), so that each worker it forks starts with it, including the ones
     that replace workers Spark stopped after a minute idle. Here and not in a before-fork
     hook: modules imported there register fork hooks of their own whose "after" half would run
@@ -164,7 +164,7 @@ def preload_daemon(argv: list[str], environ: Mapping[str, str]) -> None:
     after = _module_args(argv, "pyspark.daemon") or []
     worker_module = after[0] if after and after[0].startswith("pyspark") else "pyspark.worker"
     try:
-        importlib.import_module("staticmq_spark.worker_preload").preload_task_path(worker_module)
+        importlib.import_module("staticmq_spark.workers.preload").preload_task_path(worker_module)
     except Exception as exc:  # the workers import it themselves
         print(f"staticmq: preloading the worker daemon failed ({exc!r})", file=sys.stderr)
 

@@ -11,7 +11,7 @@ compile and runtime dependencies, not the `provided` ones such as Spark itself) 
 written last records the coordinates, so a later call with the same coordinates needs no network
 and a half-done fetch is redone. The cache is `$STATICMQ_CACHE` or `~/.cache/staticmq`.
 
-From the shell: `python -m staticmq_spark.jvm_artifacts NAME COORD [COORD ...]` prints the
+From the shell: `python -m staticmq_spark.local_clusters.jvm_artifacts NAME COORD [COORD ...]` prints the
 classpath.
 """
 
@@ -130,7 +130,10 @@ def fetch_artifacts(
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2:
-        print("usage: python -m staticmq_spark.jvm_artifacts NAME GROUP:ARTIFACT:VERSION ...", file=sys.stderr)
+        print(
+            "usage: python -m staticmq_spark.local_clusters.jvm_artifacts NAME GROUP:ARTIFACT:VERSION ...",
+            file=sys.stderr,
+        )
         return 2
     try:
         jars = fetch_artifacts(args[0], args[1:])

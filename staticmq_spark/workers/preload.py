@@ -1,6 +1,6 @@
 """What staticmq's Spark Python processes import before their first piece of work, imported ahead of
 time by a process that forks them: Spark's worker daemon for staticmq's tasks (`preload_task_path`,
-called by `worker_site`'s sitecustomize) and the warm runner of streaming queries
+called by `workers/site`'s sitecustomize) and the warm runner of streaming queries
 (`staticmq_warm_runner`, which adds pyspark's runner module).
 
 Why the daemon: pyspark's daemon forks a worker per task connection and that worker imports

@@ -8,10 +8,10 @@
 staticmq itself needs no jar: `format("staticmq")` is a Python data source, found through the
 top-level `pyspark_staticmq` module of an installed staticmq and registered again here, by name,
 when the session starts (so a session works even where that lookup is off, and its Python
-workers start faster: see `worker_site`). Delta Lake needs its
+workers start faster: see `workers/site`). Delta Lake needs its
 JVM side: `delta=True` adds Delta's SQL extension and catalog and puts its jars on `spark.jars`.
 The jars are the Delta build for the running Spark (4.0, 4.1 or 4.2); they come from Maven Central
-once (through `mvn`, see `jvm_artifacts`) and are cached in
+once (through `mvn`, see `local_clusters/jvm_artifacts`) and are cached in
 `~/.cache/staticmq/jars/delta-<version>-spark-<spark>`; a session starts without network afterwards.
 
 Only `delta-spark` and `delta-storage` are added: everything else Delta depends on (Hadoop,
@@ -25,9 +25,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from staticmq_spark.connect_session import check_connect_builder, is_connect_session, register_over_connect
 from staticmq_spark.errors import StaticMQError
-from staticmq_spark.jvm_artifacts import fetch_artifacts
+from staticmq_spark.local_clusters.jvm_artifacts import fetch_artifacts
+from staticmq_spark.session.connect import check_connect_builder, is_connect_session, register_over_connect
 
 DELTA_VERSION = "4.4.0"
 SCALA_BINARY = "2.13"
@@ -110,13 +110,13 @@ def delta_conf() -> dict[str, str]:
 
 
 def _register(session: Any) -> Any:
-    """Registers `staticmq` with the environment of `worker_site` (its query runners import
+    """Registers `staticmq` with the environment of `workers/site` (its query runners import
     pyspark's cached bytecode instead of compiling `pyspark.zip`: about 1 CPU-second less per
     streaming query), replacing the registration pyspark made through `pyspark_staticmq`."""
     if is_connect_session(session):  # Spark Connect: no JVM here, the class goes to the server
         return register_over_connect(session)
     from staticmq_spark.data_source import StaticMQDataSource
-    from staticmq_spark.worker_site import register
+    from staticmq_spark.workers.site import register
 
     register(session, StaticMQDataSource)
     return session
@@ -176,9 +176,9 @@ def configure_spark(builder: Any, *, delta: bool = False) -> Any:
     (`spark.python.unix.domain.socket.enabled`, unless the caller set it; pyspark 4.1 and later,
     4.0 ignores it): over TCP each Python task waited up to 40 ms for a delayed acknowledgement
     (docs/investigations/2026-11-28-python-task-socket.md). staticmq's own workers avoid that wait
-    over TCP too (`worker_site`); this setting also spares every other Python task of the session."""
+    over TCP too (`workers/site`); this setting also spares every other Python task of the session."""
     check_connect_builder(builder, delta=delta)
-    from staticmq_spark.pyspark_features import AVAILABLE_NOW_SPLITS
+    from staticmq_spark.session.features import AVAILABLE_NOW_SPLITS
 
     options = getattr(builder, "_options", {})  # the caller's settings (config() adds to this dict)
     if not AVAILABLE_NOW_SPLITS and AVAILABLE_NOW_WRAPPER not in options:

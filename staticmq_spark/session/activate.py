@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from staticmq_spark.connect_session import is_connect_session
+from staticmq_spark.session.connect import is_connect_session
 
 
 def activate_in_thread(session: Any) -> None:

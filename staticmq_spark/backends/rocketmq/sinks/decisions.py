@@ -21,11 +21,11 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from staticmq_spark.backends.rocketmq.batch_encode import uniq_keys
-from staticmq_spark.backends.rocketmq.remoting import encode_properties
-from staticmq_spark.backends.rocketmq.staged_chunks import decision_records
-from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
-from staticmq_spark.backends.rocketmq.transactions import SinkOwnedTopic, query_by_key
+from staticmq_spark.backends.rocketmq.sinks.staged_chunks import decision_records
+from staticmq_spark.backends.rocketmq.sinks.transactions import SinkOwnedTopic, query_by_key
+from staticmq_spark.backends.rocketmq.wire.batch_encode import uniq_keys
+from staticmq_spark.backends.rocketmq.wire.remoting import encode_properties
+from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored
 from staticmq_spark.errors import BrokerUnavailableError
 
 I64 = npt.NDArray[np.int64]

@@ -7,7 +7,7 @@ has no JVM of its own: a server runs its queries. So, on a Connect session:
 
 - `format("staticmq")` is registered with `session.dataSource.register(StaticMQDataSource)`: the
   client sends the class, the server's Python workers import it (staticmq must be installed
-  there). `worker_site`'s faster worker start needs the JVM `SparkContext`, which a client cannot
+  there). `workers/site`'s faster worker start needs the JVM `SparkContext`, which a client cannot
   reach: it is left out.
 - `delta=True` cannot work on a server that is already running: Delta Lake's jars (`spark.jars`)
   and SQL extension (`spark.sql.extensions`) are settings of the server's JVM, fixed when it
@@ -104,7 +104,7 @@ def register_over_connect(session: Any) -> Any:
     lookup made from an installed staticmq (`DATA_SOURCE_ALREADY_EXISTS`): that one, the same data
     source, stays."""
     from staticmq_spark.data_source import StaticMQDataSource
-    from staticmq_spark.pyspark_features import register_data_source
+    from staticmq_spark.session.features import register_data_source
 
     register_data_source(session, StaticMQDataSource)
     return session

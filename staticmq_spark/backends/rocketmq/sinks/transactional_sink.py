@@ -37,14 +37,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
-from staticmq_spark.backends.rocketmq.batch_encode import properties_column, uniq_keys
-from staticmq_spark.backends.rocketmq.decisions import Decision, DecisionLog, HalfRun
-from staticmq_spark.backends.rocketmq.direct_sink import ROW_ID, row_ids, with_row_ids
 from staticmq_spark.backends.rocketmq.leaders import Leader, Leaders
-from staticmq_spark.backends.rocketmq.remoting import RemotingClient
-from staticmq_spark.backends.rocketmq.stored_messages import decode_stored
-from staticmq_spark.backends.rocketmq.transaction_timeout import TimeoutWatch
-from staticmq_spark.backends.rocketmq.transactions import PreparedHalves, end_halves, half_properties, send_halves
+from staticmq_spark.backends.rocketmq.sinks.decisions import Decision, DecisionLog, HalfRun
+from staticmq_spark.backends.rocketmq.sinks.direct_sink import ROW_ID, row_ids, with_row_ids
+from staticmq_spark.backends.rocketmq.sinks.transaction_timeout import TimeoutWatch
+from staticmq_spark.backends.rocketmq.sinks.transactions import PreparedHalves, end_halves, half_properties, send_halves
+from staticmq_spark.backends.rocketmq.wire.batch_encode import properties_column, uniq_keys
+from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
+from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored
 from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.errors import ConflictError, StaticMQError

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from staticmq_spark.backends.rocketmq.frames import FrameError
+from staticmq_spark.backends.rocketmq.wire.frames import FrameError
 from staticmq_spark.backends.types import MessageColumns
 from staticmq_spark.protocol.rows import arrays
 from staticmq_spark.protocol.rows.codec import DECODED_SCHEMA

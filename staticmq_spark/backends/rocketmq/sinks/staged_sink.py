@@ -36,13 +36,9 @@ import pyarrow as pa
 
 from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
 from staticmq_spark.backends.retry import backoff_s
-from staticmq_spark.backends.rocketmq.batch_encode import MAX_MESSAGE, encode_rows, properties_column, uniq_keys
-from staticmq_spark.backends.rocketmq.codes import RETRIABLE, RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.decisions import DecisionLog
 from staticmq_spark.backends.rocketmq.leaders import Leader, Leaders
-from staticmq_spark.backends.rocketmq.remoting import PullAnswer, RemotingClient, RocketMQError, check_answer
-from staticmq_spark.backends.rocketmq.routes import TopicRoute
-from staticmq_spark.backends.rocketmq.staged_chunks import (
+from staticmq_spark.backends.rocketmq.sinks.decisions import DecisionLog
+from staticmq_spark.backends.rocketmq.sinks.staged_chunks import (
     StagedChunk,
     StagedDecision,
     Tail,
@@ -53,8 +49,12 @@ from staticmq_spark.backends.rocketmq.staged_chunks import (
     missing,
     staged_key,
 )
-from staticmq_spark.backends.rocketmq.stored_messages import decode_stored, stored_uniq_keys
-from staticmq_spark.backends.rocketmq.transactions import DEFAULT_TOPIC, RowRequests, SinkOwnedTopic, pipelined
+from staticmq_spark.backends.rocketmq.sinks.transactions import DEFAULT_TOPIC, RowRequests, SinkOwnedTopic, pipelined
+from staticmq_spark.backends.rocketmq.wire.batch_encode import MAX_MESSAGE, encode_rows, properties_column, uniq_keys
+from staticmq_spark.backends.rocketmq.wire.codes import RETRIABLE, RequestCode, ResponseCode
+from staticmq_spark.backends.rocketmq.wire.remoting import PullAnswer, RemotingClient, RocketMQError, check_answer
+from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
+from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored, stored_uniq_keys
 from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.errors import BrokerUnavailableError, ConflictError, StaticMQError

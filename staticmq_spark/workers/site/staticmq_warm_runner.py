@@ -231,7 +231,7 @@ def preload() -> None:
     importlib.import_module(RUNNER_MODULE)
     importlib.import_module("staticmq_spark.data_source")
     importlib.import_module("staticmq_spark.source.stream_reader")
-    importlib.import_module("staticmq_spark.worker_preload").import_backends()
+    importlib.import_module("staticmq_spark.workers.preload").import_backends()
     sys.modules.pop(RUNNER_MODULE, None)
 
 
