@@ -101,7 +101,7 @@ def rocketmq_rows(rmq: LocalRocketMQ, topic: str) -> int:
     its queues' offsets on each broker for a plain one."""
     client = RemotingClient((rmq.namesrv,))
     try:
-        route = client.route(topic)
+        route = client.fetch_route(topic)
         if route.is_static:
             with PullConsumer(rmq.address) as consumer:
                 return sum(q.max_offset - q.min_offset for q in consumer.offsets(topic))

@@ -23,24 +23,44 @@ def backoff_s(attempt: int, deadline: float | None = None) -> float:
     return wait if deadline is None else max(0.0, min(wait, deadline - time.monotonic()))
 
 
-def retrying(what: str, timeout_s: float, call: Callable[[int], T]) -> T:
-    """`call(attempt)` (0, 1, ...) until it answers; retriable staticmq errors are retried with
-    back-off until `timeout_s` has passed, then raised as they are; others at once. A caller
-    refreshes addresses when attempt > 0."""
+def is_retriable(exc: StaticMQError) -> bool:
+    """The error tree's own rule (a backend may widen it: RocketMQ's `client_instance.retriable`)."""
+    return exc.retriable
+
+
+def retrying(
+    what: str,
+    timeout_s: float,
+    call: Callable[[int], T],
+    *,
+    retriable: Callable[[StaticMQError], bool] = is_retriable,
+    min_wait_s: float = 0.0,
+    log_level: int = logging.WARNING,
+) -> T:
+    """The one retry loop: `call(attempt)` (0, 1, ...) until it answers; failures `retriable` says
+    are transient are tried again after a back-off (at least `min_wait_s`) until `timeout_s` has
+    passed, then raised as they are; others at once. A caller refreshes addresses, or checks what
+    an unanswered attempt did, when attempt > 0."""
     deadline = time.monotonic() + timeout_s
     attempt = 0
     while True:
         try:
             return call(attempt)
         except StaticMQError as exc:
-            if not exc.retriable or time.monotonic() > deadline:
+            if not retriable(exc) or time.monotonic() > deadline:
                 raise
             attempt += 1
-            log.warning("%s failed (%s); retrying", what, exc.message)
-            time.sleep(backoff_s(attempt, deadline))
+            log.log(log_level, "%s failed (%s); retrying", what, exc.message)
+            time.sleep(max(min_wait_s, backoff_s(attempt, deadline)))
 
 
-def retry_read(what: str, timeout_s: float, call: Callable[[int], T]) -> T:
+def retry_read(
+    what: str,
+    timeout_s: float,
+    call: Callable[[int], T],
+    *,
+    retriable: Callable[[StaticMQError], bool] = is_retriable,
+) -> T:
     """`retrying`, and a read that still fails on a transient error at the deadline is reported
     as BrokerUnavailableError naming what was read and how many attempts were made."""
     attempts = [0]
@@ -50,9 +70,9 @@ def retry_read(what: str, timeout_s: float, call: Callable[[int], T]) -> T:
         return call(attempt)
 
     try:
-        return retrying(what, timeout_s, counted)
+        return retrying(what, timeout_s, counted, retriable=retriable)
     except StaticMQError as exc:
-        if not exc.retriable:
+        if not retriable(exc):
             raise
         raise BrokerUnavailableError(f"{what} failed after {attempts[0] + 1} attempt(s): {exc.message}") from None
 

@@ -277,6 +277,7 @@ class LocalRocketMQ:
     def wait_registered(self, timeout_s: float = 60.0) -> None:
         """Until the name server lists every running broker at its address (mqadmin needs it)."""
         from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
+        from staticmq_spark.backends.rocketmq.wire.routes import masters_of
 
         client = RemotingClient((self.namesrv,), tls_ca=str(self.tls.ca) if self.tls else None)
         want = {n: self.broker_addr(n) for n in self.broker_names if n in self.procs}
@@ -284,7 +285,7 @@ class LocalRocketMQ:
         try:
             while True:
                 try:
-                    if client.brokers() == want:
+                    if masters_of(client.fetch_brokers()) == want:
                         return
                 except StaticMQError:
                     pass

@@ -45,7 +45,7 @@ def _foreign_lock(cluster: LocalRocketMQ, broker: str, group: str, topic: str, q
     assert isinstance(backend, RocketMQBackend)
     try:
         body = lock_body(group, "someone-else@1", topic, queues)
-        resp = backend.client.call(cluster.broker_addr(broker), RequestCode.LOCK_BATCH_MQ, {}, body)
+        resp = backend.instance.remoting.call(cluster.broker_addr(broker), RequestCode.LOCK_BATCH_MQ, {}, body)
         return locked_queues(resp.body, topic)
     finally:
         backend.close()
@@ -430,7 +430,7 @@ def _store_physical_offset(
     assert isinstance(backend, RocketMQBackend)
     try:
         ext = {"consumerGroup": group, "topic": topic, "queueId": queue, "commitOffset": offset, "lo": "false"}
-        resp = backend.client.call(cluster.broker_addr(broker), RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+        resp = backend.instance.remoting.call(cluster.broker_addr(broker), RequestCode.UPDATE_CONSUMER_OFFSET, ext)
         assert resp.code == 0, resp.remark
     finally:
         backend.close()

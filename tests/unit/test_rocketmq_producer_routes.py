@@ -11,14 +11,20 @@ from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 
 
 class FakeClient:
+    """The client instance's part the producer uses: its (cached) routes and the remoting calls."""
+
     def __init__(self, routes: list[TopicRoute]) -> None:
         self.routes = routes
         self.route_calls = 0
         self.sent: list[tuple[str, str, int]] = []
+        self.remoting = self
+        self._cached: TopicRoute | None = None
 
-    def route(self, topic: str) -> TopicRoute:
-        self.route_calls += 1
-        return self.routes[min(self.route_calls - 1, len(self.routes) - 1)]
+    def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        if self._cached is None or refresh:
+            self.route_calls += 1
+            self._cached = self.routes[min(self.route_calls - 1, len(self.routes) - 1)]
+        return self._cached
 
     def send(self, addr: str, bname: str, topic: str, queue: int, body: bytes, props: str, **kw: Any) -> SendAnswer:
         self.sent.append((addr, bname, queue))

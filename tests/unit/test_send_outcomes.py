@@ -89,17 +89,18 @@ def test_partial_send_error_carries_stored_and_failed_and_is_not_retriable() -> 
 
 
 class _FakeRemoting:
-    """RocketMQ remoting that fails every send to `dead` logic queues."""
+    """A RocketMQ client instance (and its remoting) that fails every send to `dead` logic queues."""
 
     def __init__(self, dead: set[int]) -> None:
         self.dead = dead
         self.sent: list[int] = []
         self.next_offset = [0] * 4
+        self.remoting = self
 
     def with_timeout(self, timeout_s: float) -> _FakeRemoting:
         return self
 
-    def route(self, topic: str) -> TopicRoute:
+    def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         return TopicRoute(topic, {"b0": "a0", "b1": "a1"}, 4, {q: f"b{q % 2}" for q in range(4)})
 
     def send(self, addr: str, bname: str, topic: str, queue: int, body: bytes, props: str, **_: object) -> SendAnswer:

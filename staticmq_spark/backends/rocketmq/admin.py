@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from staticmq_spark.backends.retry import backoff_s
+from staticmq_spark.backends.retry import retrying
 from staticmq_spark.backends.rocketmq.admin_calls import AdminCalls
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.static_topics import (
@@ -211,24 +211,27 @@ class RocketMQAdmin(Closeable):
         """Until the name servers route every logic queue to a live leader: a broker registers a
         topic it was just given with the name servers on its own, and a registration that times out
         on a busy machine waits for the next periodic one (30 s), during which sends fail."""
-        deadline = time.monotonic() + ROUTE_WAIT_S
-        attempt = 0
-        while True:
-            try:
-                route = self.reader.route(topic, refresh=True)
-                missing = [q for q in range(total_queues) if route.leaders.get(q) not in route.masters]
-                if not missing:
-                    return
-                why = f"logic queue(s) {missing} have no live leader in it"
-            except (TopicNotFoundError, BrokerUnavailableError, RocketMQError) as exc:
-                why = exc.message
-            if time.monotonic() > deadline:
-                raise BrokerUnavailableError(
-                    f"static topic {topic!r} was written to its brokers, but the name servers' route "
-                    f"is not complete after {ROUTE_WAIT_S:g} s: {why}"
-                )
-            attempt += 1
-            time.sleep(backoff_s(attempt, deadline))
+        waiting = (TopicNotFoundError, BrokerUnavailableError, RocketMQError)
+
+        def attempt(_n: int) -> None:
+            route = self.reader.route(topic, refresh=True)
+            missing = [q for q in range(total_queues) if route.leaders.get(q) not in route.masters]
+            if missing:
+                raise BrokerUnavailableError(f"logic queue(s) {missing} have no live leader in it")
+
+        try:
+            retrying(
+                f"the route of {topic!r}",
+                ROUTE_WAIT_S,
+                attempt,
+                retriable=lambda exc: isinstance(exc, waiting),
+                log_level=logging.DEBUG,
+            )
+        except waiting as exc:
+            raise BrokerUnavailableError(
+                f"static topic {topic!r} was written to its brokers, but the name servers' route "
+                f"is not complete after {ROUTE_WAIT_S:g} s: {exc.message}"
+            ) from None
 
     def remapping_static_topic(
         self,

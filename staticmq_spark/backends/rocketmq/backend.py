@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_TRANSACTIONAL, ProducerSettings
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.wire.acl import rocketmq_credentials
-from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.backends.types import DEFAULT_REQUEST_BYTES, PLAIN, ClientSecurity
 from staticmq_spark.errors import InvalidArgumentError
 
@@ -42,11 +41,9 @@ class RocketMQBackend:
     def __init__(self, address: ClusterAddress, security: ClientSecurity = PLAIN) -> None:
         self.address = address
         self.security = security
-        # The backend's one client instance: one connection per address, shared by every port
-        # (each port takes a view of it with its own call timeout).
-        self.client = RemotingClient(
-            address.hosts, credentials=rocketmq_credentials(security.credentials), tls_ca=security.tls_ca
-        )
+        # The backend's one client instance: connections, routes and leaders, shared by every port
+        # (each port may take a view of it with its own call timeout).
+        self.instance = RocketMQClientInstance(address, security)
         self._reader: RocketMQReader | None = None
         self._sink: RocketMQDirectSink | None = None
         self._transactional: RocketMQTransactionalSink | None = None
@@ -56,7 +53,7 @@ class RocketMQBackend:
     def reader(self) -> RocketMQReader:
         with self._lock:
             if self._reader is None:
-                self._reader = RocketMQReader(self.address, self.client)
+                self._reader = RocketMQReader(self.instance)
             return self._reader
 
     def sink(self, delivery: str = EXACTLY_ONCE) -> RocketMQStagedSink | RocketMQDirectSink | RocketMQTransactionalSink:
@@ -65,13 +62,13 @@ class RocketMQBackend:
                 if self._sink is None:
                     from staticmq_spark.backends.rocketmq.sinks.direct_sink import RocketMQDirectSink
 
-                    self._sink = RocketMQDirectSink(self.client)
+                    self._sink = RocketMQDirectSink(self.instance)
                 return self._sink
             if delivery == EXACTLY_ONCE_TRANSACTIONAL:
                 if self._transactional is None:
                     from staticmq_spark.backends.rocketmq.sinks.transactional_sink import RocketMQTransactionalSink
 
-                    self._transactional = RocketMQTransactionalSink(self.client)
+                    self._transactional = RocketMQTransactionalSink(self.instance)
                 return self._transactional
             if delivery != EXACTLY_ONCE:
                 raise InvalidArgumentError(
@@ -81,11 +78,11 @@ class RocketMQBackend:
             if self._staged is None:
                 from staticmq_spark.backends.rocketmq.sinks.staged_sink import RocketMQStagedSink
 
-                self._staged = RocketMQStagedSink(self.client)
+                self._staged = RocketMQStagedSink(self.instance)
             return self._staged
 
     def admin(self, *, timeout_s: float = 10.0, wait_for_ready: bool = True) -> RocketMQAdmin:
-        return RocketMQAdmin(RocketMQReader(self.address, self.client.with_timeout(timeout_s)))
+        return RocketMQAdmin(RocketMQReader(self.instance.with_timeout(timeout_s)))
 
     def producer(self, settings: ProducerSettings) -> RocketMQProducer:
         from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
@@ -97,7 +94,7 @@ class RocketMQBackend:
                 "murmur3(key) mod totalQueues and keyless rows round-robin, without order strategies or a selector"
             )
         return RocketMQProducer(
-            self.client,
+            self.instance,
             send_timeout_s=settings.send_timeout_s,
             request_timeout_s=settings.request_timeout_s,
             producer_group=settings.producer_group,
@@ -106,17 +103,17 @@ class RocketMQBackend:
     def pull_consumer(self, *, group: str = "", request_timeout_s: float = 15.0) -> RocketMQPullConsumer:
         from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
 
-        return RocketMQPullConsumer(self.address, self.client, group=group, request_timeout_s=request_timeout_s)
+        return RocketMQPullConsumer(self.instance, group=group, request_timeout_s=request_timeout_s)
 
     def pop_consumer(self, group: str, topic: str, **options: Any) -> RocketMQPopConsumer:
         from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
 
-        return RocketMQPopConsumer(self.address, self.client, group, topic, **options)
+        return RocketMQPopConsumer(self.instance, group, topic, **options)
 
     def exclusive_consumer(self, group: str, topic: str, **options: Any) -> RocketMQExclusiveConsumer:
         from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
 
-        return RocketMQExclusiveConsumer(self.address, self.client, group, topic, **options)
+        return RocketMQExclusiveConsumer(self.instance, group, topic, **options)
 
     def close(self) -> None:
         with self._lock:
@@ -127,4 +124,4 @@ class RocketMQBackend:
         for sink in sinks:
             if sink is not None:
                 sink.close()
-        self.client.close()
+        self.instance.close()

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from staticmq_spark.backends.address import ClusterAddress
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.consumer_groups import (
     allocate_averagely,
     consumer_ids,
@@ -46,7 +46,7 @@ from staticmq_spark.backends.rocketmq.consumer_groups import (
 )
 from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
 from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient, RocketMQError, check_answer
+from staticmq_spark.backends.rocketmq.wire.remoting import RocketMQError, check_answer
 from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 from staticmq_spark.backends.types import PullResult
 from staticmq_spark.closing import Closeable
@@ -74,8 +74,7 @@ class HeldQueue:
 class RocketMQExclusiveConsumer(Closeable):
     def __init__(
         self,
-        address: ClusterAddress,
-        client: RemotingClient,
+        instance: RocketMQClientInstance,
         group: str,
         topic: str,
         *,
@@ -87,7 +86,7 @@ class RocketMQExclusiveConsumer(Closeable):
         retry_lock_s: float | None = None,
         request_timeout_s: float = 15.0,
     ) -> None:
-        """`client`: the backend's remoting client (its connections and ACL keys)."""
+        """`instance`: the backend's client instance (connections, ACL keys, routes)."""
         validate_group(group)
         validate_topic(topic)
         if not 0.2 <= lease_s <= MAX_LEASE_S:
@@ -105,8 +104,8 @@ class RocketMQExclusiveConsumer(Closeable):
         self._auto_commit = auto_commit
         self._init_mode = init_mode
         self._retry_lock_s = retry_lock_s if retry_lock_s is not None else min(1.0, lease_s / 4)
-        self._client = client.with_timeout(request_timeout_s)
-        self._pull = RocketMQPullConsumer(address, client, group=group, request_timeout_s=request_timeout_s)
+        self._client = instance.remoting.with_timeout(request_timeout_s)
+        self._pull = RocketMQPullConsumer(instance, group=group, request_timeout_s=request_timeout_s)
         self._access = self._pull.access
         total = len(self._pull.queues(topic))  # a static topic, or a clear error now
         self._pinned = None if queues is None else sorted(set(queues))

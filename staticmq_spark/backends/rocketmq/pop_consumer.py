@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from staticmq_spark.backends.address import ClusterAddress
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.pop_messages import popped_messages
 from staticmq_spark.backends.rocketmq.pop_receipts import (
     ORDER_REVIVE_QUEUE,
@@ -32,7 +32,7 @@ from staticmq_spark.backends.rocketmq.pop_receipts import (
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode, code_name
 from staticmq_spark.backends.rocketmq.wire.frames import RemotingCommand
-from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient, check_answer
+from staticmq_spark.backends.rocketmq.wire.remoting import check_answer
 from staticmq_spark.backends.types import AckResult, PopMessage, RefusedAck
 from staticmq_spark.closing import Closeable
 from staticmq_spark.errors import (
@@ -58,8 +58,7 @@ RELOAD_ON_MISS_S = 1.0  # the least time between two reads of the mapping for un
 class RocketMQPopConsumer(Closeable):
     def __init__(
         self,
-        address: ClusterAddress,
-        client: RemotingClient,
+        instance: RocketMQClientInstance,
         group: str,
         topic: str,
         *,
@@ -78,7 +77,7 @@ class RocketMQPopConsumer(Closeable):
         self._init_mode = INIT_MODES[init_mode]
         self._wait_s = wait_s
         self._timeout_s = request_timeout_s
-        self.access = RocketMQReader(address, client.with_timeout(request_timeout_s))
+        self.access = RocketMQReader(instance.with_timeout(request_timeout_s))
         self._client = self.access.client
         self._turn = int(time.monotonic_ns() // 1000) % 1024
         self._epochs: dict[str, int] = {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -15,10 +14,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from staticmq_spark.backends.retry import backoff_s
+from staticmq_spark.backends.retry import retrying
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance, retriable
 from staticmq_spark.backends.rocketmq.wire.batch_encode import encode_rows, properties_column
 from staticmq_spark.backends.rocketmq.wire.batch_encode import uniq_keys as make_uniq_keys
-from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 from staticmq_spark.backends.targets import KEYLESS, row_targets, target_runs
 from staticmq_spark.backends.types import SendResult
@@ -53,32 +52,30 @@ def _bodies(values: Any) -> pa.Array:
 class RocketMQProducer(Closeable):
     def __init__(
         self,
-        client: RemotingClient,
+        instance: RocketMQClientInstance,
         *,
         send_timeout_s: float = 30.0,
         request_timeout_s: float = 10.0,
         producer_group: str = "staticmq_producer",
     ) -> None:
-        """`client`: the backend's remoting client (its connections and ACL keys)."""
-        self.client = client.with_timeout(request_timeout_s)
+        """`instance`: the backend's client instance (connections, ACL keys, routes)."""
+        self.instance = instance.with_timeout(request_timeout_s)
+        self.client = self.instance.remoting
         self.send_timeout_s = send_timeout_s
         self.producer_group = producer_group
-        self._routes: dict[str, TopicRoute] = {}
         self._id = uuid.uuid4().hex[:12].upper()
         self._seq = itertools.count()
         self._round_robin = itertools.count()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-send")
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
-        if refresh or topic not in self._routes:
-            route = self.client.route(topic)
-            if not route.is_static:
-                raise InvalidArgumentError(
-                    f"topic {topic!r} is not a static topic on this RocketMQ cluster (create it with "
-                    "`mqadmin updateStaticTopic`)"
-                )
-            self._routes[topic] = route
-        return self._routes[topic]
+        route = self.instance.route(topic, refresh)
+        if not route.is_static:
+            raise InvalidArgumentError(
+                f"topic {topic!r} is not a static topic on this RocketMQ cluster (create it with "
+                "`mqadmin updateStaticTopic`)"
+            )
+        return route
 
     def send_packed(
         self, topic: str, packed: PackedBatch, *, keys: Any = None, queue: int | None = None, queues: Any = None
@@ -186,26 +183,17 @@ class RocketMQProducer(Closeable):
         return results, {}, requests
 
     def _send_to_queue(self, topic: str, queue: int, body: bytes) -> tuple[int, int, str]:
-        deadline = time.monotonic() + self.send_timeout_s
-        attempt = 0
-        while True:
-            bname = "?"
-            try:
-                # inside the try: a route cached while the leader was down names no live leader,
-                # and that must lead to a refresh too, not fail every later send at once
-                bname, addr = self.route(topic, refresh=attempt > 0).leader_addr(queue)
-                answer = self.client.send(
-                    addr, bname, topic, queue, body, "WAIT\x01true\x02", batch=True, producer_group=self.producer_group
-                )
-                if answer.degraded:
-                    log.warning("send to %s/%d stored but %s", topic, queue, answer.degraded)
-                return answer.queue, answer.queue_offset, bname
-            except StaticMQError as exc:
-                if not exc.retriable or time.monotonic() > deadline:
-                    raise
-                attempt += 1
-                log.info("send to %s/%d via %s failed (%s); refreshing the route", topic, queue, bname, exc.message)
-                time.sleep(backoff_s(attempt, deadline))
+        def attempt(n: int) -> tuple[int, int, str]:
+            # a route cached while the leader was down names no live leader: a retry reads it again
+            bname, addr = self.route(topic, refresh=n > 0).leader_addr(queue)
+            answer = self.client.send(
+                addr, bname, topic, queue, body, "WAIT\x01true\x02", batch=True, producer_group=self.producer_group
+            )
+            if answer.degraded:
+                log.warning("send to %s/%d stored but %s", topic, queue, answer.degraded)
+            return answer.queue, answer.queue_offset, bname
+
+        return retrying(f"send to {topic}/{queue}", self.send_timeout_s, attempt, retriable=retriable)
 
     def topic_is_static(self, topic: str) -> bool:
         return self.route(topic, refresh=True).is_static

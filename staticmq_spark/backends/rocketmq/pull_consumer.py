@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from staticmq_spark.backends.address import ClusterAddress
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
-from staticmq_spark.backends.rocketmq.wire.remoting import DEFAULT_PULL_GROUP, RemotingClient
+from staticmq_spark.backends.rocketmq.wire.remoting import DEFAULT_PULL_GROUP
 from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored
 from staticmq_spark.backends.types import PullResult, QueueOffsets, empty_pulled_batch, pulled_columns
 from staticmq_spark.closing import Closeable
@@ -25,17 +25,16 @@ MOCK_BROKER = "__syslo__global__"
 class RocketMQPullConsumer(Closeable):
     def __init__(
         self,
-        address: ClusterAddress,
-        client: RemotingClient,
+        instance: RocketMQClientInstance,
         *,
         group: str = "",
         request_timeout_s: float = 15.0,
     ) -> None:
-        """`client`: the backend's remoting client (its connections and ACL keys)."""
+        """`instance`: the backend's client instance (connections, ACL keys, routes)."""
         if group:
             validate_group(group)
         self.group = group
-        self.access = RocketMQReader(address, client.with_timeout(request_timeout_s))
+        self.access = RocketMQReader(instance.with_timeout(request_timeout_s))
 
     def queues(self, topic: str, refresh: bool = False) -> list[QueueAddress]:
         route = self.access.route(topic, refresh)

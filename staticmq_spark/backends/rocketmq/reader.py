@@ -6,21 +6,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
 
-from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.read_ahead import ReadAhead
-from staticmq_spark.backends.retry import backoff_s, retry_read
+from staticmq_spark.backends.retry import retry_read
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.wire.remoting import PullAnswer, RemotingClient, RocketMQError
+from staticmq_spark.backends.rocketmq.wire.remoting import PullAnswer, RocketMQError
 from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
-from staticmq_spark.errors import BrokerUnavailableError, NotLeaderError, StaticMQError
+from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
 from staticmq_spark.mapping import Chain
 from staticmq_spark.protocol.consume.pull_status import PullStatus
 
@@ -34,13 +32,11 @@ class RocketMQReader:
 
     capabilities = Capabilities(two_phase_staging=True, pop=True, exclusive=True)
 
-    def __init__(self, address: ClusterAddress, client: RemotingClient) -> None:
-        """`client`: the backend's remoting client (its connections and ACL keys)."""
-        self.address = address
-        self.client = client
-        self._masters: dict[str, str] = {}
-        self._routes: dict[str, TopicRoute] = {}
-        self._lock = threading.Lock()
+    def __init__(self, instance: RocketMQClientInstance) -> None:
+        """`instance`: the backend's client instance (connections, ACL keys, routes)."""
+        self.address = instance.address
+        self.instance = instance
+        self.client = instance.remoting
         self._registered: set[tuple[str, str]] = set()
         self._ahead: ReadAhead[Callable[[], PullAnswer]] = ReadAhead()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-gather")
@@ -48,18 +44,10 @@ class RocketMQReader:
     # ---------------------------------------------------------------- metadata
 
     def masters(self, refresh: bool = False) -> dict[str, str]:
-        if refresh or not self._masters:
-            self._masters = self.client.brokers()
-        return self._masters
+        return self.instance.brokers(refresh)
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
-        with self._lock:
-            route = self._routes.get(topic)
-        if route is None or refresh:
-            route = self.client.route(topic)
-            with self._lock:
-                self._routes[topic] = route
-        return route
+        return self.instance.route(topic, refresh)
 
     def topic_names(self) -> set[str]:
         return self.client.topic_names()
@@ -105,7 +93,7 @@ class RocketMQReader:
         subscription: str = "",
     ) -> PhysicalRead:
         ahead = None if subscription else self._ahead.take((topic, bname, queue, offset))
-        target = self._masters.get(bname, addr)
+        target = self.instance.known_master(bname) or addr
 
         def attempt(n: int) -> PullAnswer:
             nonlocal target
@@ -140,26 +128,8 @@ class RocketMQReader:
         self._ahead.put((topic, bname, queue, offset), waiter)
 
     def on_leader(self, topic: str, queue: int, call: Callable[[str, str], T], timeout_s: float = 10.0) -> T:
-        """`call(bname, addr)` on the logic queue's leader. A stale route (NOT_LEADER) is refreshed;
-        a leader that forwards to another segment's broker can fail for a while - right after a
-        broker starts (before its first metadata refresh it answers SYSTEM_ERROR "cannot find addr")
-        or while that broker is slow - so such answers are retried with back-off."""
-        deadline = time.monotonic() + timeout_s
-        attempt, refresh = 0, False
-        while True:
-            bname, addr = self.route(topic, refresh=refresh).leader_addr(queue)
-            try:
-                return call(bname, addr)
-            except (NotLeaderError, BrokerUnavailableError, RocketMQError) as exc:
-                transient = exc.retriable or (
-                    isinstance(exc, RocketMQError) and exc.response_code == ResponseCode.SYSTEM_ERROR
-                )
-                if not transient or time.monotonic() + backoff_s(attempt + 1) > deadline:
-                    raise
-                log.info("%s/%d via %s: %s; retrying", topic, queue, bname, exc.message)
-                refresh = isinstance(exc, NotLeaderError | BrokerUnavailableError)
-                attempt += 1
-                time.sleep(backoff_s(attempt, deadline))
+        """`call(bname, addr)` on the logic queue's leader (RocketMQClientInstance.on_leader)."""
+        return self.instance.on_leader(topic, queue, call, timeout_s)
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
         return int(self.on_leader(topic, queue, lambda b, a: self.client.search_offset(a, topic, queue, timestamp_ms)))

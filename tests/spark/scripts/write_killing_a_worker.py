@@ -43,11 +43,11 @@ def staged_in_queue_zero() -> int:
     """Messages in queue 0 (partition 0's staging queue) of the staging topic, on every broker."""
     backend = open_backend(namesrv)
     try:
-        client = backend.client  # type: ignore[attr-defined]
+        client = backend.instance  # type: ignore[attr-defined]
         total = 0
         for addr in client.brokers().values():  # the masters (the staging topic is on each)
             try:
-                total += client.max_offset(addr, staging, 0, logic=False)
+                total += client.remoting.max_offset(addr, staging, 0, logic=False)
             except StaticMQError as exc:
                 errors.append(f"{addr}: {exc}")  # not created on that broker yet
         return total

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.backends.api import AT_LEAST_ONCE, TaskWrite
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
-from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.protocol.rows import arrays
 
@@ -81,8 +81,8 @@ class RocketMQDirectSink:
 
     guarantee = AT_LEAST_ONCE
 
-    def __init__(self, client: RemotingClient) -> None:
-        self._producer = RocketMQProducer(client)
+    def __init__(self, instance: RocketMQClientInstance) -> None:
+        self._producer = RocketMQProducer(instance)
 
     def total_queues(self, topic: str) -> int:
         return self._producer.route(topic).total_queues

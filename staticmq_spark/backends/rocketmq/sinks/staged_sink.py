@@ -35,8 +35,9 @@ import numpy as np
 import pyarrow as pa
 
 from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
-from staticmq_spark.backends.retry import backoff_s
-from staticmq_spark.backends.rocketmq.leaders import Leader, Leaders
+from staticmq_spark.backends.retry import retrying
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance, retriable
+from staticmq_spark.backends.rocketmq.leaders import Leader
 from staticmq_spark.backends.rocketmq.sinks.decisions import DecisionLog
 from staticmq_spark.backends.rocketmq.sinks.staged_chunks import (
     StagedChunk,
@@ -49,11 +50,14 @@ from staticmq_spark.backends.rocketmq.sinks.staged_chunks import (
     missing,
     staged_key,
 )
-from staticmq_spark.backends.rocketmq.sinks.transactions import DEFAULT_TOPIC, RowRequests, SinkOwnedTopic, pipelined
+from staticmq_spark.backends.rocketmq.sinks.transactions import (
+    DEFAULT_TOPIC,
+    RowRequests,
+    SinkOwnedTopic,
+    send_messages,
+)
 from staticmq_spark.backends.rocketmq.wire.batch_encode import MAX_MESSAGE, encode_rows, properties_column, uniq_keys
-from staticmq_spark.backends.rocketmq.wire.codes import RETRIABLE, RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.wire.remoting import PullAnswer, RemotingClient, RocketMQError, check_answer
-from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
+from staticmq_spark.backends.rocketmq.wire.remoting import PullAnswer
 from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored, stored_uniq_keys
 from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
@@ -81,8 +85,8 @@ class StagingTopic(SinkOwnedTopic):
 
     role = "staging"
 
-    def __init__(self, client: RemotingClient, topic: str) -> None:
-        super().__init__(client, topic, queues=STAGING_QUEUES)
+    def __init__(self, instance: RocketMQClientInstance, topic: str) -> None:
+        super().__init__(instance, topic, queues=STAGING_QUEUES)
 
     def addr(self, bname: str) -> str:
         addr = self.hosts().get(bname) or self.hosts(refresh=True).get(bname)
@@ -91,22 +95,18 @@ class StagingTopic(SinkOwnedTopic):
         return addr
 
 
-def _retriable(exc: StaticMQError) -> bool:
-    return exc.retriable or (isinstance(exc, RocketMQError) and exc.response_code == ResponseCode.SYSTEM_ERROR)
-
-
 class RocketMQStagedSink:
     """Exactly once: staged chunks from the tasks; a recorded decision and the forwarding from the driver."""
 
     guarantee = EXACTLY_ONCE
 
-    def __init__(self, client: RemotingClient) -> None:
-        self.client = client
-        self.leaders = Leaders(client)
+    def __init__(self, instance: RocketMQClientInstance) -> None:
+        self.instance = instance
+        self.client = instance.remoting
+        self.leaders = instance.leaders
         self._staging: dict[str, StagingTopic] = {}
         self._logs: dict[str, DecisionLog] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-staged")
-        self._routes: dict[str, TopicRoute] = {}
         self._lock = threading.Lock()
         # called at "deciding" (before the decision is stored), "decided", "sent" (a chunk's send not
         # answered yet) and "forwarded" (answered): the kill points the tests crash a driver at
@@ -115,7 +115,7 @@ class RocketMQStagedSink:
     def _staging_topic(self, settings: WriteSettings) -> StagingTopic:
         name = settings.staging_topic
         if name not in self._staging:
-            self._staging[name] = StagingTopic(self.client, name)
+            self._staging[name] = StagingTopic(self.instance, name)
         return self._staging[name]
 
     # ------------------------------------------------------------------ executor side
@@ -180,31 +180,14 @@ class RocketMQStagedSink:
             "bname": bname,
         }
         requests = RowRequests(fixed, {"properties": arrays.repeated(WAIT, len(bodies))}, pa.array(bodies, pa.binary()))
-        what = f"staged rows for {topic}/{queue} at {bname}"
-        offsets = [-1] * len(bodies)
-        todo = list(range(len(bodies)))
-        deadline = time.monotonic() + retry_s
-        attempt = 0
-        while todo:
-            batch = requests if len(todo) == len(bodies) else requests.take(todo)
-            busy = []
-            for i, resp in zip(todo, pipelined(self.client, addr, RequestCode.SEND_MESSAGE, batch, what), strict=True):
-                if resp.code != ResponseCode.SUCCESS and resp.code in RETRIABLE and time.monotonic() < deadline:
-                    busy.append(i)
-                    continue
-                check_answer(resp, what)
-                offsets[i] = int(resp.ext.get("queueOffset", "-1"))
-            todo = busy
-            if todo:
-                attempt += 1
-                time.sleep(backoff_s(attempt, deadline))
-        return offsets
+        answers = send_messages(self.client, addr, requests, f"staged rows for {topic}/{queue} at {bname}", retry_s)
+        return [int(a.ext.get("queueOffset", "-1")) for a in answers]
 
     # ------------------------------------------------------------------ driver side
 
     def _log(self, topic: str) -> DecisionLog:
         if topic not in self._logs:
-            self._logs[topic] = DecisionLog(self.client, topic)
+            self._logs[topic] = DecisionLog(self.instance, topic)
         return self._logs[topic]
 
     def recorded(self, settings: WriteSettings, writer: str, batch: int) -> StagedDecision | None:
@@ -263,7 +246,7 @@ class RocketMQStagedSink:
         """Send every chunk of the decision not in its target queue yet; the rows sent now."""
         patience = settings.send_timeout_ms / 1000  # how long one chunk waits for a broker
         staging = self._staging_topic(settings)
-        self._route(decision.topic, refresh=True)
+        self.instance.route(decision.topic, refresh=True)
         queues = sorted(decision.by_queue().items())
 
         def copy(item: tuple[int, list[StagedChunk]]) -> int:
@@ -322,20 +305,14 @@ class RocketMQStagedSink:
             first = None  # asked again below
 
         def body() -> bytes:
-            waiter, attempt = first, 0
-            deadline = time.monotonic() + patience
-            while True:
-                try:
-                    answer = (waiter or submit())()
-                    break
-                except StaticMQError as exc:
-                    if not _retriable(exc) or time.monotonic() > deadline:
-                        raise StaticMQError(
-                            f"reading {what} failed ({exc.message}); a restarted query retries"
-                        ) from exc
-                    waiter, attempt = None, attempt + 1
-                    log.info("reading %s: %s; asking again", what, exc.message)
-                    time.sleep(backoff_s(attempt, deadline))
+            def attempt(n: int) -> PullAnswer:
+                waiter = first if n == 0 and first is not None else submit()
+                return waiter()
+
+            try:
+                answer = retrying(f"reading {what}", patience, attempt, retriable=retriable)
+            except StaticMQError as exc:
+                raise StaticMQError(f"reading {what} failed ({exc.message}); a restarted query retries") from exc
             if answer.status is not PullStatus.FOUND:
                 raise ConflictError(
                     f"{what} cannot be read ({answer.status.name}, {answer.remark}): it expired or was deleted "
@@ -351,48 +328,37 @@ class RocketMQStagedSink:
     def _send_chunk(self, topic: str, tail: Tail, chunk: StagedChunk, body: bytes, patience: float) -> int:
         """Send one chunk to its logic queue's leader; after a failed or unanswered send, only if it did
         not land. The rows it stored (0 when it had landed already)."""
-        attempt = 0
-        deadline = time.monotonic() + patience
-        while True:
-            try:
-                bname, addr = self._route(topic, refresh=attempt > 0).leader_addr(chunk.logic)
-                answer = self.client.submit_send(
-                    addr, bname, topic, chunk.logic, body, WAIT, batch=True, producer_group=PRODUCER_GROUP
-                )
-                self.hook("sent", chunk)
-                stored = answer()
-                if stored.degraded:
-                    log.warning("forward to %s/%d stored but %s", topic, chunk.logic, stored.degraded)
-                self.hook("forwarded", chunk)
-                return chunk.count
-            except StaticMQError as exc:
-                if not _retriable(exc) or time.monotonic() > deadline:
-                    raise StaticMQError(
-                        f"forwarding staged rows to {topic}/{chunk.logic} failed ({exc.message}); the decision is "
-                        "recorded: a restarted query forwards what is missing"
-                    ) from exc
-                attempt += 1
-                log.info(
-                    "forward to %s/%d: %s; checking what landed before sending again", topic, chunk.logic, exc.message
-                )
-                # An unanswered send may still be queued on the broker (it drops what waited over
-                # waitTimeMillsInSendQueue, 200 ms), and a stored one reaches its consume queue a moment
-                # after the commit log: the scan waits SETTLE_S at least.
-                time.sleep(max(SETTLE_S, backoff_s(attempt, deadline)))
+
+        def attempt(n: int) -> int:
+            # After a failed send (n > 0) the route is read again, and what landed is checked first: an
+            # unanswered send may still be queued on the broker (it drops what waited over
+            # waitTimeMillsInSendQueue, 200 ms), and a stored one reaches its consume queue a moment
+            # after the commit log, so the retry waits SETTLE_S at least before it scans.
+            if n > 0:
                 try:
                     if chunk.first_key in self._landed(topic, tail, [chunk]):
                         return 0  # stored: its answer was lost
                 except StaticMQError as scan:
                     log.info("cannot read %s/%d yet: %s", topic, chunk.logic, scan.message)
+            bname, addr = self.instance.route(topic, refresh=n > 0).leader_addr(chunk.logic)
+            answer = self.client.submit_send(
+                addr, bname, topic, chunk.logic, body, WAIT, batch=True, producer_group=PRODUCER_GROUP
+            )
+            self.hook("sent", chunk)
+            stored = answer()
+            if stored.degraded:
+                log.warning("forward to %s/%d stored but %s", topic, chunk.logic, stored.degraded)
+            self.hook("forwarded", chunk)
+            return chunk.count
 
-    def _route(self, topic: str, refresh: bool) -> TopicRoute:
-        with self._lock:
-            route = self._routes.get(topic)
-        if route is None or refresh:
-            route = self.client.route(topic)
-            with self._lock:
-                self._routes[topic] = route
-        return route
+        what = f"forward to {topic}/{chunk.logic}"
+        try:
+            return retrying(what, patience, attempt, retriable=retriable, min_wait_s=SETTLE_S)
+        except StaticMQError as exc:
+            raise StaticMQError(
+                f"forwarding staged rows to {topic}/{chunk.logic} failed ({exc.message}); the decision is "
+                "recorded: a restarted query forwards what is missing"
+            ) from exc
 
     def _landed(self, topic: str, tail: Tail, chunks: Sequence[StagedChunk]) -> set[str]:
         """The first-row UNIQ_KEYs of `chunks` found in the logic queue from the tail on: the tail's
@@ -403,7 +369,7 @@ class RocketMQStagedSink:
             if item.gen > tail.gen:
                 key = (item.bname, item.queue)
                 segments[key] = min(segments.get(key, item.start_offset), item.start_offset)
-        masters = self.client.route(topic).masters
+        masters = self.instance.route(topic, refresh=True).masters
         found: set[str] = set()
         for (bname, queue), start in sorted(segments.items()):
             addr = masters.get(bname)

@@ -37,13 +37,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
-from staticmq_spark.backends.rocketmq.leaders import Leader, Leaders
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
+from staticmq_spark.backends.rocketmq.leaders import Leader
 from staticmq_spark.backends.rocketmq.sinks.decisions import Decision, DecisionLog, HalfRun
 from staticmq_spark.backends.rocketmq.sinks.direct_sink import ROW_ID, row_ids, with_row_ids
 from staticmq_spark.backends.rocketmq.sinks.transaction_timeout import TimeoutWatch
 from staticmq_spark.backends.rocketmq.sinks.transactions import PreparedHalves, end_halves, half_properties, send_halves
 from staticmq_spark.backends.rocketmq.wire.batch_encode import properties_column, uniq_keys
-from staticmq_spark.backends.rocketmq.wire.remoting import RemotingClient
 from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored
 from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
@@ -73,10 +73,11 @@ class RocketMQTransactionalSink:
 
     guarantee = EXACTLY_ONCE
 
-    def __init__(self, client: RemotingClient) -> None:
-        self.client = client
-        self.leaders = Leaders(client)
-        self.timeouts = TimeoutWatch(client)
+    def __init__(self, instance: RocketMQClientInstance) -> None:
+        self.instance = instance
+        self.client = instance.remoting
+        self.leaders = instance.leaders
+        self.timeouts = TimeoutWatch(self.client)
         self._logs: dict[str, DecisionLog] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-halves")
 
@@ -169,7 +170,7 @@ class RocketMQTransactionalSink:
 
     def _log(self, topic: str) -> DecisionLog:
         if topic not in self._logs:
-            self._logs[topic] = DecisionLog(self.client, topic)
+            self._logs[topic] = DecisionLog(self.instance, topic)
         return self._logs[topic]
 
     def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
@@ -204,7 +205,7 @@ class RocketMQTransactionalSink:
                 "written; its half messages were rolled back and nothing of it is visible. Restart the query: "
                 "Spark replays the micro-batch onto the new leaders"
             )
-        masters = self.client.route(settings.topic).masters  # one route for the tails and the commits
+        masters = self.instance.route(settings.topic, refresh=True).masters  # one route for the tails and the commits
         tails = self._tails(settings.topic, runs, masters)
         decision = Decision(settings.topic, writer, batch, runs, tails)
         decisions.record(decision)
@@ -215,7 +216,7 @@ class RocketMQTransactionalSink:
     def _tails(
         self, topic: str, runs: Sequence[HalfRun], masters: dict[str, str] | None = None
     ) -> dict[tuple[str, int], int]:
-        masters = masters if masters is not None else self.client.route(topic).masters
+        masters = masters if masters is not None else self.instance.route(topic, refresh=True).masters
         wanted: dict[str, set[int]] = {}
         for r in runs:
             wanted.setdefault(r.bname, set()).add(r.queue)
@@ -227,7 +228,7 @@ class RocketMQTransactionalSink:
 
     def _complete(self, topic: str, decision: Decision, *, fresh: bool, masters: dict[str, str] | None = None) -> int:
         """Commit every half of the decision not committed yet; the rows committed now."""
-        masters = masters if masters is not None else self.client.route(topic).masters
+        masters = masters if masters is not None else self.instance.route(topic, refresh=True).masters
 
         def commit_runs(runs: list[HalfRun]) -> tuple[int, list[str]]:
             done_now, refusals = 0, []
@@ -277,7 +278,7 @@ class RocketMQTransactionalSink:
     def _end(self, topic: str, runs: Sequence[HalfRun], *, commit: bool) -> None:
         """Roll back (or commit) halves, best effort: a half left behind is discarded by its broker."""
         try:
-            masters = self.client.route(topic).masters
+            masters = self.instance.route(topic, refresh=True).masters
         except StaticMQError as exc:
             log.warning("could not roll back half messages of %s: %s", topic, exc.message)
             return

@@ -27,7 +27,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from staticmq_spark.backends.retry import backoff_s
+from staticmq_spark.backends.retry import retrying
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.wire.codes import RETRIABLE, RequestCode, ResponseCode
 from staticmq_spark.backends.rocketmq.wire.connection import reserve_opaques
 from staticmq_spark.backends.rocketmq.wire.frame_columns import encode_frames
@@ -154,30 +155,43 @@ def send_halves(
         "bname": bname,
     }
     requests = RowRequests(fixed, {"properties": properties.cast(pa.string())}, bodies.cast(pa.binary()))
-    what = f"half messages for {topic}/{queue} at {bname}"
+    answers = send_messages(client, addr, requests, f"half messages for {topic}/{queue} at {bname}", retry_s)
+    clo = np.array([commit_log_offset(a.ext.get("msgId", "")) for a in answers], dtype=np.int64)
+    tso = np.array([int(a.ext.get("queueOffset", "-1")) for a in answers], dtype=np.int64)
+    return PreparedHalves(clo, tso)
+
+
+def send_messages(
+    client: RemotingClient, addr: str, requests: RowRequests, what: str, retry_s: float
+) -> list[RemotingCommand]:
+    """SEND_MESSAGE for every row (pipelined): each row's answer, in order. Rows refused as busy
+    (flow control: refused before they were stored) are sent again until `retry_s` has passed; any
+    other refusal raises."""
     n = len(requests)
-    clo = np.full(n, -1, dtype=np.int64)
-    tso = np.full(n, -1, dtype=np.int64)
+    answers: list[RemotingCommand | None] = [None] * n
     todo = list(range(n))
-    deadline = time.monotonic() + retry_s
-    attempt = 0
-    while todo:
+    busy = [False]  # the last attempt ended with rows refused as busy (the one failure retried)
+
+    def attempt(_n: int) -> list[RemotingCommand]:
+        nonlocal todo
+        busy[0] = False
         batch = requests if len(todo) == n else requests.take(todo)
-        answers = pipelined(client, addr, RequestCode.SEND_MESSAGE, batch, what)
-        busy = []
-        for i, resp in zip(todo, answers, strict=True):
-            if resp.code != ResponseCode.SUCCESS and resp.code in RETRIABLE and time.monotonic() < deadline:
-                busy.append(i)  # refused before it was stored (flow control): sent again below
+        refused, first = [], None
+        for i, resp in zip(todo, pipelined(client, addr, RequestCode.SEND_MESSAGE, batch, what), strict=True):
+            if resp.code != ResponseCode.SUCCESS and resp.code in RETRIABLE:
+                refused.append(i)
+                first = first or resp
                 continue
             check_answer(resp, what)
-            clo[i] = commit_log_offset(resp.ext.get("msgId", ""))
-            tso[i] = int(resp.ext.get("queueOffset", "-1"))
-        todo = busy
-        if todo:
-            attempt += 1
-            log.info("%s: %d refused as busy, sending them again", what, len(todo))
-            time.sleep(backoff_s(attempt, deadline))
-    return PreparedHalves(clo, tso)
+            answers[i] = resp
+        todo = refused
+        if first is not None:
+            busy[0] = True
+            log.info("%s: %d refused as busy, sending them again", what, len(refused))
+            check_answer(first, what)  # raises the busy refusal
+        return [a for a in answers if a is not None]
+
+    return retrying(what, retry_s, attempt, retriable=lambda _exc: busy[0], log_level=logging.INFO)
 
 
 def end_halves(
@@ -251,23 +265,26 @@ class SinkOwnedTopic:
 
     role = "sink"  # said in the log line of a creation
 
-    def __init__(self, client: RemotingClient, topic: str, queues: int = 1) -> None:
-        self.client = client
+    def __init__(self, instance: RocketMQClientInstance, topic: str, queues: int = 1) -> None:
+        self.instance = instance
+        self.client = instance.remoting
         self.topic = topic
         self.queues = queues
-        self._hosts: dict[str, str] | None = None
+        self._names: frozenset[str] | None = None  # the masters the topic was checked (or created) on
 
     def hosts(self, refresh: bool = False) -> dict[str, str]:
-        """Broker name -> address of the brokers holding the topic, creating it where it is missing."""
-        if self._hosts is not None and not refresh:
-            return self._hosts
-        masters = self.client.brokers()
+        """Broker name -> address of the brokers holding the topic, creating it where it is missing
+        (on every master when first asked, or when `refresh`)."""
+        if self._names is not None and not refresh:
+            masters = self.instance.brokers()
+            return {name: masters[name] for name in sorted(self._names) if name in masters}
+        masters = self.instance.brokers(refresh=True)
         try:
-            held = self.client.route(self.topic).masters
+            held = self.instance.route(self.topic, refresh=True).masters
         except TopicNotFoundError:
             held = {}
         for name in sorted(set(masters) - set(held)):
             create_plain_topic(self.client, masters[name], self.topic, queues=self.queues)
             log.info("created the sink's %s topic %r on %s", self.role, self.topic, name)
-        self._hosts = dict(masters)
-        return self._hosts
+        self._names = frozenset(masters)
+        return dict(masters)

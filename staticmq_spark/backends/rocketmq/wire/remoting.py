@@ -17,7 +17,7 @@ from staticmq_spark.backends.rocketmq.wire.acl import ACCESS_KEY_ENV, SECRET_KEY
 from staticmq_spark.backends.rocketmq.wire.codes import STORED_DEGRADED, RequestCode, ResponseCode, code_name, error_for
 from staticmq_spark.backends.rocketmq.wire.connection import ConnectionPool, tls_context
 from staticmq_spark.backends.rocketmq.wire.frames import RemotingCommand
-from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute, parse_mapping_detail, parse_route
+from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute, parse_cluster, parse_mapping_detail, parse_route
 from staticmq_spark.errors import (
     AccessDeniedError,
     BrokerUnavailableError,
@@ -138,19 +138,20 @@ class RemotingClient:
 
     # ---------------------------------------------------------------- name server
 
-    def route(self, topic: str) -> TopicRoute:
+    def fetch_route(self, topic: str) -> TopicRoute:
+        """The name server's route of `topic` now (RocketMQClientInstance caches it: ask it instead)."""
         resp = self.namesrv_call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": True})
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             raise TopicNotFoundError(f"topic {topic!r} does not exist on the RocketMQ cluster ({resp.remark})")
         check_answer(resp, f"route of {topic!r}")
         return parse_route(topic, resp.body)
 
-    def brokers(self) -> dict[str, str]:
-        """Every broker name -> its master address, from the name server's cluster info."""
+    def fetch_brokers(self) -> dict[str, dict[int, str]]:
+        """Every broker name -> broker id -> address, from the name server's cluster info now
+        (RocketMQClientInstance caches it: ask it instead)."""
         resp = self.namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {})
         check_answer(resp, "cluster info")
-        table = fastjson.loads(resp.body).get("brokerAddrTable", {})
-        return {name: b["brokerAddrs"]["0"] for name, b in table.items() if "0" in b.get("brokerAddrs", {})}
+        return parse_cluster(resp.body)
 
     def topic_names(self) -> set[str]:
         """Every topic the name servers know (RocketMQ's TopicList body: {"topicList": [...]})."""
