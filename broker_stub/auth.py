@@ -48,7 +48,7 @@ def _stage(request: Any) -> Need:
 
 
 # method name -> what a call of it needs. Every RPC of Broker, ConsumeService and NameServer is
-# listed (tests/unit/test_auth_rules.py checks it against the service descriptors).
+# listed (tests/unit/protocol/security/test_auth.py checks it against the service descriptors).
 NEEDS: dict[str, Callable[[Any], Need]] = {
     # Broker: data
     "Send": _topic("send to", Perm.PUB),

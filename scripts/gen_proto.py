@@ -9,8 +9,8 @@ refuse to import). Managed Spark runtimes pin older packages than today's (e.g. 
 protobuf 5.29.4, whose grpcio-status needs protobuf < 6), and a wheel whose gencode came from a new
 toolchain makes ``pip install`` replace them. So the lower bounds in setup.cfg's install_requires
 (``grpcio>=1.64``, ``protobuf>=5.26.1,<8``) are these two versions, and
-tests/unit/test_generated_protocol.py fails if a regeneration raises either. The same gencode is
-tested on protobuf 7.x with grpcio 1.85.
+tests/unit/protocol/pb/test_generated_protocol.py fails if a regeneration raises either. The same
+gencode is tested on protobuf 7.x with grpcio 1.85.
 
 The ``.pyi`` stubs come from mypy-protobuf (the dev extra's ``protoc-gen-mypy`` plugins, found on
 PATH); they do not depend on which protoc drives the plugin.

@@ -50,7 +50,7 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 def arrow_schema(include_properties: bool) -> pa.Schema:
     """What Spark expects back from read(): the Arrow form of spark_schema, as pyspark's
     `to_arrow_schema` gives it on every supported version (whose keywords differ between them:
-    tests/unit/test_source_schema.py holds the two equal). Built once per process."""
+    tests/unit/source/test_source_schema.py holds the two equal). Built once per process."""
     fields = [
         pa.field("topic", pa.string(), False),
         pa.field("queueId", pa.int32(), False),

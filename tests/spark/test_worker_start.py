@@ -130,7 +130,8 @@ def test_a_read_task_starts_on_a_socket_that_acknowledges_the_jvm_at_once(spark)
     rows = spark.read.format("task_probe").load().collect()
     assert len(rows) == 8
     assert len({r.pid for r in rows}) < 8  # reused workers too, whose sockets answered a task before
-    assert all(r.wrapped for r in rows), rows  # what acks_at_once does to a socket: tests/unit/test_worker_site.py
+    # what acks_at_once does to a socket: tests/unit/workers/site/test_worker_site.py
+    assert all(r.wrapped for r in rows), rows
 
 
 def test_the_worker_daemon_of_staticmq_tasks_imports_their_code_before_it_forks_a_worker(spark) -> None:

@@ -22,7 +22,7 @@ from staticmq_spark.protocol.consume.tag_filter import (
 )
 from staticmq_spark.protocol.rows.encode import encode_messages
 from tests.support.fresh_interpreter import imports_pandas
-from tests.unit.test_message_store import bodies, open_store
+from tests.unit.broker_stub.store.test_message_store import bodies, open_store
 
 KEYED_AND_TAGGED = encode_messages([b"a", b"b", b"c"], keys=["k1", None, "k3"], tags=["TagA", None, ""])
 

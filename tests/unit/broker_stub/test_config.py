@@ -33,7 +33,7 @@ def test_toml_sections_are_checked(tmp_path: Path) -> None:
 
 
 def test_example_config_files_load(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[2] / "conf"
+    root = Path(__file__).resolve().parents[3] / "conf"
     for path in sorted(root.glob("*.toml")):
         data = load_toml(path)
         store = store_config_from(data.get("store", {}))
@@ -71,7 +71,7 @@ def test_conf_files_list_every_setting_and_load() -> None:
     from broker_stub.config import BrokerConfig, StoreConfig, load_toml
     from staticmq_spark.protocol.security.acl import load_acl
 
-    conf = Path(__file__).resolve().parents[2] / "conf"
+    conf = Path(__file__).resolve().parents[3] / "conf"
     data = load_toml(conf / "broker.toml")
     given = set(data["broker"]) | {"name", "namesrv", "data_dir", "host", "port", "metrics_port", "store"}
     assert {f.name for f in dataclasses.fields(BrokerConfig)} <= given

@@ -21,7 +21,7 @@ from packaging.version import Version
 from staticmq_spark.cli.doctor_cmd import REQUIREMENTS
 from staticmq_spark.protocol.pb import consume_pb2, consume_pb2_grpc, staticmq_pb2, staticmq_pb2_grpc
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 COMMITTED = ROOT / "staticmq_spark" / "protocol" / "pb"
 MODULES = {"staticmq": (staticmq_pb2, staticmq_pb2_grpc), "consume": (consume_pb2, consume_pb2_grpc)}
 
