@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.mapping.views import BrokerState, PhysicalBounds
 from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome
 from staticmq_spark.protocol.consume.pull_status import PullStatus
@@ -326,6 +327,17 @@ class ResetRow:
 
 # queue_id and queue_offset of a popped message whose logic position is unknown: on Apache RocketMQ,
 # a message revived into the group's retry topic (RocketMQ keeps neither its origin queue nor offset).
+# Where a consumer group without a committed offset starts on a queue (pop and exclusive consumers).
+INIT_MODES = ("earliest", "latest")
+
+
+def check_init_mode(init_mode: str) -> str:
+    """`init_mode` when it is one of INIT_MODES, else InvalidArgumentError naming them."""
+    if init_mode not in INIT_MODES:
+        raise InvalidArgumentError(f"init_mode must be one of {INIT_MODES}, got {init_mode!r}")
+    return init_mode
+
+
 NO_LOGIC_POSITION = -1
 
 
