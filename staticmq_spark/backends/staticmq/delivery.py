@@ -10,11 +10,11 @@ logic queue is found at its new leader).
 
 from __future__ import annotations
 
-import time
+import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from staticmq_spark.backends.retry import backoff_s
+from staticmq_spark.backends.retry import retrying
 from staticmq_spark.backends.staticmq.route import RouteCache
 from staticmq_spark.backends.staticmq.selector import CircuitBreaker, QueueSelector, ReachabilityDetector
 from staticmq_spark.backends.targets import KEYLESS
@@ -48,37 +48,43 @@ class Delivery:
 
     def deliver(self, topic: str, target: int, attempt_on: Callable[[QueueAddress], T]) -> T:
         """Call `attempt_on(queue)` until it succeeds or the strategy gives up."""
-        deadline = time.monotonic() + self._timeout_s
-        attempt = 0
         tried: list[str] = []
-        while True:
+        failed = [0]  # attempts that failed
+        fixed_strict = [False]  # the route's order is strict and the queue fixed: retried until the timeout
+
+        def attempt(n: int) -> T:
+            if n > 0:
+                self.routes.invalidate(topic)  # a remapped logic queue is found at its new leader
             route = self.routes.get(topic)
-            fixed_strict = self.order_of(route) == "strict" and target != KEYLESS
+            fixed_strict[0] = self.order_of(route) == "strict" and target != KEYLESS
             candidates = self.candidates(route, target)
+            failed[0] = n + 1
             if not candidates:
-                error: StaticMQError = QueueUnavailableError(f"{describe(topic, target)} has no available broker")
-            else:
-                q = candidates[min(attempt, len(candidates) - 1)] if target == KEYLESS else candidates[0]
-                tried.append(q.broker)
-                try:
-                    result = attempt_on(q)
-                except StaticMQError as exc:
-                    if not exc.retriable:
-                        raise
-                    error = exc
+                raise QueueUnavailableError(f"{describe(topic, target)} has no available broker")
+            q = candidates[min(n, len(candidates) - 1)] if target == KEYLESS else candidates[0]
+            tried.append(q.broker)
+            try:
+                result = attempt_on(q)
+            except StaticMQError as exc:
+                if exc.retriable:
                     self.breaker.record_failure(q.broker)
-                else:
-                    self.breaker.record_success(q.broker)
-                    return result
-            self.routes.invalidate(topic)
-            attempt += 1
-            if time.monotonic() >= deadline or (not fixed_strict and attempt > self._retries):
-                raise BrokerUnavailableError(
-                    f"delivery to {describe(topic, target)} failed after {attempt} attempt(s) "
-                    f"({'strict order: not moved to another queue; ' if fixed_strict else ''}"
-                    f"brokers tried: {', '.join(tried) or 'none'}): {error.message}"
-                )
-            time.sleep(backoff_s(attempt, deadline))
+                raise
+            self.breaker.record_success(q.broker)
+            return result
+
+        def again(exc: StaticMQError) -> bool:
+            return exc.retriable and (fixed_strict[0] or failed[0] <= self._retries)
+
+        try:
+            return retrying(describe(topic, target), self._timeout_s, attempt, retriable=again, log_level=logging.INFO)
+        except StaticMQError as exc:
+            if not exc.retriable:
+                raise
+            raise BrokerUnavailableError(
+                f"delivery to {describe(topic, target)} failed after {failed[0]} attempt(s) "
+                f"({'strict order: not moved to another queue; ' if fixed_strict[0] else ''}"
+                f"brokers tried: {', '.join(tried) or 'none'}): {exc.message}"
+            ) from None
 
     def candidates(self, route: TopicRouteView, target: int) -> list[QueueAddress]:
         if target == KEYLESS:

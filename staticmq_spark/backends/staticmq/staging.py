@@ -20,7 +20,7 @@ from staticmq_spark.backends.staticmq.selector import CircuitBreaker, Reachabili
 from staticmq_spark.backends.targets import target_runs
 from staticmq_spark.backends.types import SinkRows, WriteSettings
 from staticmq_spark.protocol.pb import staticmq_pb2 as pb
-from staticmq_spark.protocol.rows.codec import Int32Array
+from staticmq_spark.protocol.rows.codec import Int32Array, byte_runs
 from staticmq_spark.protocol.rows.encode import encode_columns_to_buffer
 from staticmq_spark.protocol.topics.route_view import QueueAddress
 from staticmq_spark.protocol.wire.stage_request import encode_stage_request
@@ -128,7 +128,7 @@ class Stager:
         np.cumsum(sizes, out=starts[1:])
         piece_starts = np.zeros(len(pending.pieces) + 1, dtype=np.int64)
         np.cumsum([p.size for p in pending.pieces], out=piece_starts[1:])
-        for lo, hi in _runs(starts, self.opts.request_bytes):
+        for lo, hi in byte_runs(starts, self.opts.request_bytes):
             data = _byte_range(pending.pieces, piece_starts, int(starts[lo]), int(starts[hi]))
             self._deliver(target, data, sizes[lo:hi])
 
@@ -170,22 +170,6 @@ class Stager:
 
 
 _STAGE_ROWS = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/StageRows"
-
-
-def _runs(starts: npt.NDArray[np.int64], max_bytes: int) -> list[tuple[int, int]]:
-    """Rows cut into consecutive runs of at most `max_bytes` (a larger row stays alone), like
-    `split_by_bytes`; `starts` has one more entry than there are rows."""
-    n = len(starts) - 1
-    if starts[n] <= max_bytes:
-        return [(0, n)]
-    out = []
-    i = 0
-    while i < n:
-        j = int(np.searchsorted(starts, starts[i] + max_bytes, side="right")) - 1
-        j = min(max(j, i + 1), n)
-        out.append((i, j))
-        i = j
-    return out
 
 
 def _byte_range(pieces: list[pa.Buffer], piece_starts: npt.NDArray[np.int64], lo: int, hi: int) -> list[pa.Buffer]:

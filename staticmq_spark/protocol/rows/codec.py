@@ -135,16 +135,27 @@ def take_rows(batch: PackedBatch, indices: npt.NDArray[np.int64]) -> PackedBatch
     return PackedBatch(data, batch.sizes[indices].astype(np.int32))
 
 
+def byte_runs(starts: npt.NDArray[np.int64], max_bytes: int) -> list[tuple[int, int]]:
+    """The one splitter of rows into requests: row ranges [a, b) whose bytes fit in `max_bytes`,
+    consecutive and covering every row (a single larger row stays alone). `starts` holds the n + 1
+    boundaries of n rows laid back to back."""
+    n = len(starts) - 1
+    if n <= 0:
+        return []
+    if starts[n] - starts[0] <= max_bytes:
+        return [(0, n)]
+    out = []
+    a = 0
+    while a < n:
+        b = int(np.searchsorted(starts, starts[a] + max_bytes, side="right")) - 1
+        b = min(max(b, a + 1), n)
+        out.append((a, b))
+        a = b
+    return out
+
+
 def split_by_bytes(batch: PackedBatch, max_bytes: int) -> list[PackedBatch]:
     """Consecutive slices of at most `max_bytes` each (a single larger row stays alone)."""
     if len(batch.data) <= max_bytes:
         return [batch]
-    starts = batch.row_starts()
-    pieces = []
-    i = 0
-    while i < batch.count:
-        j = int(np.searchsorted(starts, starts[i] + max_bytes, side="right")) - 1
-        j = max(j, i + 1)
-        pieces.append(batch.slice(i, j))
-        i = j
-    return pieces
+    return [batch.slice(a, b) for a, b in byte_runs(batch.row_starts(), max_bytes)]

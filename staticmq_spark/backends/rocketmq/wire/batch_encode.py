@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from staticmq_spark.errors import InvalidBatchError, MessageTooLargeError
 from staticmq_spark.protocol.rows import arrays
+from staticmq_spark.protocol.rows.codec import byte_runs
 
 SLICED_PIECE_BYTES = 128  # scatter_pieces copies pieces this long on average slice by slice
 HEADER = 20
@@ -38,13 +39,7 @@ class EncodedRows:
 
     def chunks(self, max_bytes: int = MAX_MESSAGE) -> list[tuple[int, int]]:
         """Row ranges [a, b) whose records fit in one request of at most `max_bytes`."""
-        out, a = [], 0
-        while a < self.count:
-            b = int(np.searchsorted(self.starts, self.starts[a] + max_bytes, side="right")) - 1
-            b = max(b, a + 1)
-            out.append((a, b))
-            a = b
-        return out
+        return byte_runs(self.starts, max_bytes)
 
     def body(self, a: int, b: int) -> bytes:
         return self.data[self.starts[a] : self.starts[b]].tobytes()

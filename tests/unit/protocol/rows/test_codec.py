@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from staticmq_spark.errors import InvalidBatchError, MessageTooLargeError
-from staticmq_spark.protocol.rows.codec import HEADER_SIZE, PROPERTIES_TYPE, PackedBatch, split_by_bytes, take_rows
+from staticmq_spark.protocol.rows.codec import (
+    HEADER_SIZE,
+    PROPERTIES_TYPE,
+    PackedBatch,
+    byte_runs,
+    split_by_bytes,
+    take_rows,
+)
 from staticmq_spark.protocol.rows.decode import decode_batch, parse_headers, validate_batch
 from staticmq_spark.protocol.rows.encode import encode_columns, encode_messages
 
@@ -148,6 +155,28 @@ def test_split_by_bytes_keeps_every_row_once_and_in_order() -> None:
     assert all(len(p.data) <= 200 for p in pieces)
     bodies = [b for p in pieces for b in decode_batch(p).column("body").to_pylist()]
     assert bodies == [bytes([i]) * 50 for i in range(20)]
+
+
+def _greedy_runs(sizes: list[int], max_bytes: int) -> list[tuple[int, int]]:
+    """The splitting rule written out row by row: a run takes rows while they fit, and always one."""
+    out, a = [], 0
+    while a < len(sizes):
+        b, total = a + 1, sizes[a]
+        while b < len(sizes) and total + sizes[b] <= max_bytes:
+            total += sizes[b]
+            b += 1
+        out.append((a, b))
+        a = b
+    return out
+
+
+@given(st.lists(st.integers(min_value=0, max_value=300), max_size=40), st.integers(min_value=1, max_value=600))
+def test_byte_runs_cover_every_row_once_in_runs_that_fit_or_hold_one_larger_row(sizes: list[int], limit: int) -> None:
+    starts = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(np.array(sizes, dtype=np.int64), out=starts[1:])
+    assert byte_runs(starts, limit) == _greedy_runs(sizes, limit)
+    offset = starts + 1000  # boundaries need not start at 0 (a slice of a larger buffer)
+    assert byte_runs(offset, limit) == _greedy_runs(sizes, limit)
 
 
 def test_concat_then_slice_round_trip() -> None:
