@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from staticmq_spark.backends.address import ClusterAddress
+from staticmq_spark.backends.pop_port import DEFAULT_POP, PopPort, PopSettings
 from staticmq_spark.backends.types import (
     DEFAULT_REQUEST_BYTES,
     BrokerState,
@@ -294,8 +295,9 @@ class Backend(Protocol):
 
     def pull_consumer(self, *, group: str = "", request_timeout_s: float = 15.0) -> PullPort: ...
 
-    def pop_consumer(self, group: str, topic: str, **options: Any) -> Any:
-        """POP consumption (Capabilities.pop)."""
+    def pop_consumer(self, group: str, topic: str, settings: PopSettings = DEFAULT_POP) -> PopPort:
+        """POP consumption (Capabilities.pop): the port the PopConsumer's loops run over (group,
+        topic and settings checked by the caller)."""
         ...
 
     def exclusive_consumer(self, group: str, topic: str, **options: Any) -> Any:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 
-from staticmq_spark.client import ExclusiveConsumer, PopConsumer, PopMessage
+from staticmq_spark.client import ExclusiveConsumer, PopConsumer, PopMessage, PullConsumer
 from tests.support.clusters_under_test import ClusterUnderTest
 from tests.support.conformance import EXCLUSIVE, POPS, remapped, send_numbered, topic_name, unique
+from tests.support.static_helpers import read_queue
 from tests.support.waiting import wait_until
 
 # ---------------------------------------------------------------------------- pop consumption
@@ -55,6 +56,27 @@ def test_pop_delivers_every_segment_of_a_remapped_topic_at_the_logic_positions_a
     assert popped == sorted((q, o, b) for q, rows in pulled.items() for o, b in rows)
     assert not any(m.retried or m.reconsume_times for m in got)
     assert {m.broker for m in got} <= set(backend.brokers)
+
+
+@POPS
+def test_pop_one_receive_gathers_up_to_max_messages_from_every_broker_of_the_topic(backend: ClusterUnderTest) -> None:
+    """How many messages one receive returns, one rule on every backend (PopConsumer's docstring):
+    every broker once without waiting, each asked for what is still missing, until max_messages
+    are gathered or the pass ends - so one call returns messages of both brokers of a topic whose
+    logic queues are on two brokers, and no more than max_messages."""
+    topic = topic_name(backend, "pop-gather")
+    backend.create(topic, 2, backend.brokers[:2])
+    send_numbered(backend, topic, 0, "a", 3)
+    send_numbered(backend, topic, 1, "b", 3)
+    with PullConsumer(backend.address) as puller:  # stored and readable on both brokers
+        wait_until(lambda: all(len(read_queue(puller, topic, q)) == 3 for q in (0, 1)), 30, message="6 messages")
+    with PopConsumer(backend.address, f"conf-popgather-{backend.name}-{unique()}", topic) as consumer:
+        got = consumer.receive(5, 30.0, wait_s=5.0)
+        assert len(got) == 5, [m.body for m in got]
+        assert {m.broker for m in got} == set(backend.brokers[:2]), "one receive, both brokers"
+        rest = consumer.receive(5, 30.0, wait_s=5.0)
+        assert consumer.ack_batch([*got, *rest]).acked == 6
+    assert sorted(m.body.decode() for m in [*got, *rest]) == [f"{p}-{i}" for p in "ab" for i in range(3)]
 
 
 @POPS

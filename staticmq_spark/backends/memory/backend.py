@@ -11,6 +11,7 @@ import pyarrow as pa
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import EXACTLY_ONCE, ProducerSettings, TaskWrite
 from staticmq_spark.backends.memory.cluster import CLUSTERS, MemoryBroker, MemoryCluster, Stored, now_ms
+from staticmq_spark.backends.pop_port import DEFAULT_POP, PopPort, PopSettings
 from staticmq_spark.backends.types import (
     PLAIN,
     BrokerState,
@@ -309,7 +310,7 @@ class MemoryBackend:
     def pull_consumer(self, *, group: str = "", request_timeout_s: float = 15.0) -> Any:
         raise _unsupported("a pull consumer")
 
-    def pop_consumer(self, group: str, topic: str, **options: Any) -> Any:
+    def pop_consumer(self, group: str, topic: str, settings: PopSettings = DEFAULT_POP) -> PopPort:
         raise _unsupported("POP consumption")
 
     def exclusive_consumer(self, group: str, topic: str, **options: Any) -> Any:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_TRANSACTIONAL, ProducerSettings
+from staticmq_spark.backends.pop_port import DEFAULT_POP, PopSettings
 from staticmq_spark.backends.rocketmq.admin import RocketMQAdmin
 from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
@@ -21,7 +22,7 @@ from staticmq_spark.errors import InvalidArgumentError
 # planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
 if TYPE_CHECKING:
     from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
-    from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
+    from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopPort
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
     from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
     from staticmq_spark.backends.rocketmq.sinks.direct_sink import RocketMQDirectSink
@@ -105,10 +106,10 @@ class RocketMQBackend:
 
         return RocketMQPullConsumer(self.instance, group=group, request_timeout_s=request_timeout_s)
 
-    def pop_consumer(self, group: str, topic: str, **options: Any) -> RocketMQPopConsumer:
-        from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
+    def pop_consumer(self, group: str, topic: str, settings: PopSettings = DEFAULT_POP) -> RocketMQPopPort:
+        from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopPort
 
-        return RocketMQPopConsumer(self.instance, group, topic, **options)
+        return RocketMQPopPort(self.instance, group, topic, settings)
 
     def exclusive_consumer(self, group: str, topic: str, **options: Any) -> RocketMQExclusiveConsumer:
         from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer

@@ -1,5 +1,6 @@
 """`PopConsumer("rocketmq://…")`: RocketMQ 5's pop consumption of a static topic over remoting
-(POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME).
+(POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), as the PopPort
+(backends/pop_port.py) behind the one receive/ack loop of client/pop_consumer.py.
 
 RocketMQ's brokers never resolve static-topic mappings for pop: a pop with `queueId=-1` reads
 every physical queue of the topic on the broker asked. So this consumer pops every broker of the
@@ -18,8 +19,9 @@ commit moves where pop goes on. Use a group for one of the two (docs/rocketmq.md
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 
+from staticmq_spark.backends.pop_port import BrokerAddress, PopSettings
 from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.pop_messages import popped_messages
 from staticmq_spark.backends.rocketmq.pop_receipts import (
@@ -31,55 +33,36 @@ from staticmq_spark.backends.rocketmq.pop_receipts import (
 )
 from staticmq_spark.backends.rocketmq.reader import RocketMQReader
 from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode, code_name
-from staticmq_spark.backends.rocketmq.wire.frames import RemotingCommand
 from staticmq_spark.backends.rocketmq.wire.remoting import check_answer
-from staticmq_spark.backends.types import AckResult, PopMessage, RefusedAck
-from staticmq_spark.closing import Closeable
+from staticmq_spark.backends.types import AckResult, PopMessage, RefusedAck, check_init_mode
 from staticmq_spark.errors import (
     AccessDeniedError,
     BrokerUnavailableError,
-    InvalidArgumentError,
     QueueNotFoundError,
     ReceiptHandleError,
-    StaticMQError,
     UnsupportedOperationError,
 )
 from staticmq_spark.mapping.positions import LogicPosition, PhysicalPositions, freshest_chains
 from staticmq_spark.protocol.consume.ack_outcomes import AckOutcome
-from staticmq_spark.protocol.topics.names import validate_group, validate_topic
 
-INIT_MODES = {"earliest": 0, "latest": 1}  # ConsumeInitMode.MIN / MAX
+CONSUME_INIT_MODE = {"earliest": 0, "latest": 1}  # INIT_MODES as RocketMQ's ConsumeInitMode.MIN / MAX
 MAX_POP_MESSAGES = 32  # a RocketMQ broker refuses a pop of more (INVALID_PARAMETER)
 TIMER_WHEEL = "timerWheelEnable"
 ROUTE_CHECK_S = 5.0  # how often receive looks for a new mapping epoch in the route
 RELOAD_ON_MISS_S = 1.0  # the least time between two reads of the mapping for unknown positions
 
 
-class RocketMQPopConsumer(Closeable):
-    def __init__(
-        self,
-        instance: RocketMQClientInstance,
-        group: str,
-        topic: str,
-        *,
-        order: bool = False,
-        init_mode: str = "earliest",
-        wait_s: float = 5.0,
-        request_timeout_s: float = 15.0,
-    ) -> None:
-        validate_group(group)
-        validate_topic(topic)
-        if init_mode not in INIT_MODES:
-            raise InvalidArgumentError(f"init_mode must be one of {tuple(INIT_MODES)}, got {init_mode!r}")
+class RocketMQPopPort:
+    max_per_request = MAX_POP_MESSAGES
+
+    def __init__(self, instance: RocketMQClientInstance, group: str, topic: str, settings: PopSettings) -> None:
         self.group = group
         self.topic = topic
-        self.order = order
-        self._init_mode = INIT_MODES[init_mode]
-        self._wait_s = wait_s
-        self._timeout_s = request_timeout_s
-        self.access = RocketMQReader(instance.with_timeout(request_timeout_s))
+        self.order = settings.order
+        self._init_mode = CONSUME_INIT_MODE[check_init_mode(settings.init_mode)]
+        self._timeout_s = settings.request_timeout_s
+        self.access = RocketMQReader(instance.with_timeout(settings.request_timeout_s))
         self._client = self.access.client
-        self._turn = int(time.monotonic_ns() // 1000) % 1024
         self._epochs: dict[str, int] = {}
         self._checked_at = 0.0
         self._positions = PhysicalPositions({})
@@ -126,7 +109,7 @@ class RocketMQPopConsumer(Closeable):
         return found
 
     def _check_timer_wheel(self) -> None:
-        for name, addr in sorted(self._brokers().items()):
+        for name, addr in sorted(self._masters().items()):
             try:
                 config = self._client.broker_config(addr)
             except AccessDeniedError:  # keys without admin rights: the broker's pop answer says it
@@ -142,62 +125,33 @@ class RocketMQPopConsumer(Closeable):
             "and restart it"
         )
 
-    def _brokers(self, refresh: bool = False) -> dict[str, str]:
+    def _masters(self, refresh: bool = False) -> dict[str, str]:
         masters = self.access.route(self.topic, refresh=refresh).masters
         if not masters:
             raise BrokerUnavailableError(f"topic {self.topic!r} has no live broker")
         return masters
 
-    # ------------------------------------------------------------------ receive
+    # ------------------------------------------------------------------ the port
 
-    def receive(
-        self, max_messages: int = 32, invisible_time: float = 60.0, *, wait_s: float | None = None
-    ) -> list[PopMessage]:
-        """Pop up to `max_messages`, invisible to other consumers for `invisible_time` seconds:
-        first every broker without waiting (each at most 32, RocketMQ's cap), then, when none had
-        anything, long-polls them in turn until `wait_s` is over."""
-        if max_messages <= 0:
-            raise InvalidArgumentError(f"max_messages must be positive, got {max_messages}")
-        if invisible_time <= 0:
-            raise InvalidArgumentError(f"invisible_time must be positive seconds, got {invisible_time}")
-        wait = self._wait_s if wait_s is None else wait_s
-        deadline = time.monotonic() + wait
+    def brokers(self, refresh: bool = False) -> list[BrokerAddress]:
         self._route_check()
-        brokers = sorted(self._brokers().items())
-        slice_s = max(0.5, wait / len(brokers))
-        found: list[PopMessage] = []
-        asked = 0
-        answered = False
-        last_error: StaticMQError | None = None
-        while True:
-            name, addr = brokers[self._turn % len(brokers)]
-            self._turn += 1
-            first_pass = asked < len(brokers)
-            wait_here = 0.0 if first_pass else max(0.0, min(deadline - time.monotonic(), slice_s))
-            asked += 1
-            try:
-                count = min(MAX_POP_MESSAGES, max_messages - len(found))
-                found += self._pop(name, addr, count, invisible_time, wait_here)
-                answered = True
-            except BrokerUnavailableError as exc:
-                last_error = exc
-            if len(found) >= max_messages or (found and asked >= len(brokers)):
-                return found
-            if asked >= len(brokers) and time.monotonic() >= deadline:
-                if answered or last_error is None:
-                    return found
-                raise last_error
-            if asked % len(brokers) == 0 and not answered:
-                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-                brokers = sorted(self._brokers(refresh=True).items())
+        return sorted(self._masters(refresh).items())
 
-    def _pop(self, name: str, addr: str, count: int, invisible_s: float, wait_s: float) -> list[PopMessage]:
+    def address(self, broker: str, refresh: bool = False) -> str:
+        """The broker's master address from the topic's route, else from the cluster's brokers."""
+        addr = None if refresh else self._masters().get(broker)
+        addr = addr or self._masters(refresh=True).get(broker) or self.access.masters(refresh=True).get(broker)
+        if addr is None:
+            raise BrokerUnavailableError(f"broker {broker!r} that popped the message is not in the cluster")
+        return addr
+
+    def pop(self, broker: str, addr: str, max_messages: int, invisible_s: float, wait_s: float) -> list[PopMessage]:
         wait_ms = round(wait_s * 1000)
         ext: dict[str, object] = {
             "consumerGroup": self.group,
             "topic": self.topic,
             "queueId": -1,
-            "maxMsgNums": count,
+            "maxMsgNums": max_messages,
             "invisibleTime": max(1, round(invisible_s * 1000)),
             "pollTime": wait_ms,
             "bornTime": int(time.time() * 1000),
@@ -205,7 +159,7 @@ class RocketMQPopConsumer(Closeable):
             "expType": "TAG",
             "exp": "*",
             "order": self.order,
-            "bname": name,
+            "bname": broker,
         }
         resp = self._client.call(addr, RequestCode.POP_MESSAGE, ext, timeout_s=self._timeout_s + wait_s)
         if resp.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
@@ -217,9 +171,9 @@ class RocketMQPopConsumer(Closeable):
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:  # a broker the route still names dropped the topic
             return []
         if resp.code == ResponseCode.SYSTEM_ERROR and TIMER_WHEEL in (resp.remark or ""):
-            raise UnsupportedOperationError(self._timer_wheel_off(name, addr))
-        check_answer(resp, f"pop of {self.topic!r} for group {self.group!r} at {name}")
-        return popped_messages(self.topic, name, resp.ext, resp.body, self._locate, order=self.order)
+            raise UnsupportedOperationError(self._timer_wheel_off(broker, addr))
+        check_answer(resp, f"pop of {self.topic!r} for group {self.group!r} at {broker}")
+        return popped_messages(self.topic, broker, resp.ext, resp.body, self._locate, order=self.order)
 
     # ------------------------------------------------------------------ ack
 
@@ -231,11 +185,9 @@ class RocketMQPopConsumer(Closeable):
             )
         return receipt
 
-    def ack(self, message: PopMessage) -> None:
-        """Ack one message at the broker that popped it; ReceiptHandleError when it refuses. (A
-        RocketMQ broker accepts a late ack: a message whose invisible time ended comes back anyway.)"""
-        r = self._receipt(message)
-        ext: dict[str, object] = {
+    def _receipt_ext(self, r: Receipt) -> dict[str, object]:
+        """The header of an ACK_MESSAGE or CHANGE_MESSAGE_INVISIBLETIME of receipt `r`."""
+        return {
             "consumerGroup": self.group,
             "topic": real_topic(self.topic, self.group, r.retry),
             "queueId": r.queue_id,
@@ -243,54 +195,34 @@ class RocketMQPopConsumer(Closeable):
             "offset": r.offset,
             "bname": r.broker,
         }
-        resp = self._call(r.broker, RequestCode.ACK_MESSAGE, ext)
-        if resp.code != ResponseCode.SUCCESS:
-            raise ReceiptHandleError(
-                f"ack of {self.topic!r} message at {r.broker}/{r.queue_id}/{r.offset} refused: "
-                f"{code_name(resp.code)} ({resp.code}) {resp.remark or ''}".rstrip()
-            )
 
-    def ack_batch(self, messages: Iterable[PopMessage]) -> AckResult:
-        """Ack many messages, one BATCH_ACK_MESSAGE per broker; what a broker refused is returned,
-        not raised."""
-        every = list(messages)
-        by_broker: dict[str, list[tuple[PopMessage, Receipt]]] = {}
-        for m in every:
-            by_broker.setdefault(m.broker, []).append((m, self._receipt(m)))
-        acked = 0
-        refused: list[RefusedAck] = []
-        for broker, part in by_broker.items():
-            body = batch_ack_body(self.group, self.topic, [r for _, r in part])
-            resp = self._call(broker, RequestCode.BATCH_ACK_MESSAGE, {}, body)
-            if resp.code == ResponseCode.SUCCESS:
-                acked += len(part)
-                continue
-            reason = f"{broker} refused the batch ack: {code_name(resp.code)} ({resp.code}) {resp.remark or ''}"
-            refused.extend(RefusedAck(m, AckOutcome.UNKNOWN, reason.rstrip()) for m, _ in part)
-        return AckResult(acked, tuple(refused))
+    def ack(self, broker: str, addr: str, messages: Sequence[PopMessage]) -> AckResult:
+        """One message: ACK_MESSAGE; more: one BATCH_ACK_MESSAGE. (A RocketMQ broker accepts a late
+        ack: a message whose invisible time ended comes back anyway.)"""
+        receipts = [self._receipt(m) for m in messages]
+        if len(receipts) == 1:
+            r = receipts[0]
+            resp = self._client.call(addr, RequestCode.ACK_MESSAGE, self._receipt_ext(r))
+            where = f"at {r.broker}/{r.queue_id}/{r.offset}"
+        else:
+            body = batch_ack_body(self.group, self.topic, receipts)
+            resp = self._client.call(addr, RequestCode.BATCH_ACK_MESSAGE, {}, body)
+            where = f"{broker} refused the batch ack"
+        if resp.code == ResponseCode.SUCCESS:
+            return AckResult(len(messages))
+        reason = f"{where}: {code_name(resp.code)} ({resp.code}) {resp.remark or ''}".rstrip()
+        return AckResult(0, tuple(RefusedAck(m, AckOutcome.UNKNOWN, reason) for m in messages))
 
-    def change_invisible_time(self, message: PopMessage, seconds: float) -> PopMessage:
-        """Make `message` invisible for `seconds` from now (0: let it come back at once). Returns
-        the message with its new receipt handle; ack with that one."""
-        if seconds < 0:
-            raise InvalidArgumentError(f"invisible time must be >= 0 seconds, got {seconds}")
+    def change_invisible_time(self, addr: str, message: PopMessage, seconds: float) -> PopMessage:
         r = self._receipt(message)
         if r.revive_qid == ORDER_REVIVE_QUEUE:
             raise UnsupportedOperationError(
                 "change_invisible_time of an order pop (order=True) is not offered on RocketMQ: its order pops "
                 "are acked or come back whole"
             )
-        topic = real_topic(self.topic, self.group, r.retry)
-        ext: dict[str, object] = {
-            "consumerGroup": self.group,
-            "topic": topic,
-            "queueId": r.queue_id,
-            "extraInfo": r.text(),
-            "offset": r.offset,
-            "invisibleTime": round(seconds * 1000),
-            "bname": r.broker,
-        }
-        resp = self._call(r.broker, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext)
+        ext = self._receipt_ext(r)
+        ext["invisibleTime"] = round(seconds * 1000)
+        resp = self._client.call(addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext)
         if resp.code != ResponseCode.SUCCESS:
             raise ReceiptHandleError(
                 f"change of invisible time of {self.topic!r} message at {r.broker}/{r.queue_id}/{r.offset} refused: "
@@ -308,17 +240,6 @@ class RocketMQPopConsumer(Closeable):
             r.offset,
         )
         return message._replace(handle=new.handle(), invisible_until=new.invisible_until)
-
-    # ------------------------------------------------------------------ plumbing
-
-    def _call(self, broker: str, code: int, ext: dict[str, object], body: bytes = b"") -> RemotingCommand:
-        """Call the broker that popped a message (its master address from the route)."""
-        addr = self._brokers().get(broker) or self._brokers(refresh=True).get(broker)
-        if addr is None:
-            addr = self.access.masters(refresh=True).get(broker)
-        if addr is None:
-            raise BrokerUnavailableError(f"broker {broker!r} that popped the message is not in the cluster")
-        return self._client.call(addr, code, ext, body)
 
     def close(self) -> None:
         """Nothing to release: the connections are the backend's (its client instance)."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import EXACTLY_ONCE, ProducerSettings, TaskWrite
+from staticmq_spark.backends.pop_port import DEFAULT_POP, PopSettings
 from staticmq_spark.backends.staticmq.admin import StaticMQAdmin
 from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.pull_consumer import StaticMQPullConsumer
@@ -23,7 +24,7 @@ from staticmq_spark.errors import InvalidOptionError
 # less is CPU less at each query's start.
 if TYPE_CHECKING:
     from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusiveConsumer
-    from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopConsumer
+    from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopPort
     from staticmq_spark.backends.staticmq.producer import StaticMQProducer
     from staticmq_spark.backends.staticmq.staging import SinkClients
 
@@ -124,10 +125,10 @@ class StaticMQBackend:
     def pull_consumer(self, *, group: str = "", request_timeout_s: float = 15.0) -> StaticMQPullConsumer:
         return StaticMQPullConsumer(self.instance, group=group, request_timeout_s=request_timeout_s)
 
-    def pop_consumer(self, group: str, topic: str, **options: Any) -> StaticMQPopConsumer:
-        from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopConsumer
+    def pop_consumer(self, group: str, topic: str, settings: PopSettings = DEFAULT_POP) -> StaticMQPopPort:
+        from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopPort
 
-        return StaticMQPopConsumer(self.instance, group, topic, **options)
+        return StaticMQPopPort(self.instance, group, topic, settings)
 
     def exclusive_consumer(self, group: str, topic: str, **options: Any) -> StaticMQExclusiveConsumer:
         from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusiveConsumer
