@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from staticmq_spark.backends.address import ClusterAddress
-from staticmq_spark.backends.exclusive_port import ExclusivePort
+from staticmq_spark.backends.exclusive_port import ExclusivePort, ExclusiveSettings
 from staticmq_spark.backends.types import (
     DEFAULT_REQUEST_BYTES,
     BrokerState,
@@ -299,21 +299,9 @@ class Backend(Protocol):
         """POP consumption (Capabilities.pop)."""
         ...
 
-    def exclusive_consumer(
-        self,
-        group: str,
-        topic: str,
-        *,
-        queues: Sequence[int] | None = None,
-        lease_s: float = 10.0,
-        client_id: str | None = None,
-        init_mode: str = "earliest",
-        request_timeout_s: float = 15.0,
-    ) -> ExclusivePort:
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> ExclusivePort:
         """Exclusive, lock-held consumption (Capabilities.exclusive): the port the one loop above
-        the seam (client/exclusive_loop.py) runs over; `queues`: only these (else the backend's
-        choice: every queue, or the group's allocation); `lease_s` is checked against what the
-        brokers keep."""
+        the seam (client/exclusive_loop.py) runs over."""
         ...
 
     def close(self) -> None: ...

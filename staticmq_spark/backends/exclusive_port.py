@@ -22,6 +22,17 @@ QueueKey = tuple[str, int]  # what identifies a held queue to the loop (Exclusiv
 
 
 @dataclass(frozen=True, slots=True)
+class ExclusiveSettings:
+    """What a backend's exclusive_consumer() is given to make its port."""
+
+    queues: tuple[int, ...] | None = None  # only these queues (else every one, or the group's share)
+    lease_s: float = 10.0  # checked by the backend against what its brokers keep
+    client_id: str | None = None  # None: the backend makes one
+    init_mode: str = "earliest"  # where a queue without a committed offset starts (INIT_MODES)
+    request_timeout_s: float = 15.0
+
+
+@dataclass(frozen=True, slots=True)
 class LockAnswer:
     """What a lock request got: queues this client holds now (with their current address, which
     a remap may have moved), and queues another client holds. A queue in neither had no answer

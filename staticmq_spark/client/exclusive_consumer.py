@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from staticmq_spark.backends import open_backend
+from staticmq_spark.backends.exclusive_port import ExclusiveSettings
 from staticmq_spark.backends.types import ClientSecurity, check_init_mode
 from staticmq_spark.client.exclusive_loop import ExclusiveLoop
 from staticmq_spark.protocol.security.auth import Credentials
@@ -43,15 +44,9 @@ class ExclusiveConsumer(ExclusiveLoop):
         check_init_mode(init_mode)
         self._backend = open_backend(namesrv, ClientSecurity.of(credentials, tls_ca))
         try:
-            port = self._backend.exclusive_consumer(
-                group,
-                topic,
-                queues=queues,
-                lease_s=lease_s,
-                client_id=client_id,
-                init_mode=init_mode,
-                request_timeout_s=request_timeout_s,
-            )
+            pinned = None if queues is None else tuple(queues)
+            settings = ExclusiveSettings(pinned, lease_s, client_id, init_mode, request_timeout_s)
+            port = self._backend.exclusive_consumer(group, topic, settings)
         except BaseException:
             self._backend.close()
             raise

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import EXACTLY_ONCE, ProducerSettings, TaskWrite
-from staticmq_spark.backends.exclusive_port import ExclusivePort
+from staticmq_spark.backends.exclusive_port import ExclusivePort, ExclusiveSettings
 from staticmq_spark.backends.memory.cluster import CLUSTERS, MemoryBroker, MemoryCluster, Stored, now_ms
 from staticmq_spark.backends.types import (
     PLAIN,
@@ -313,17 +313,7 @@ class MemoryBackend:
     def pop_consumer(self, group: str, topic: str, **options: Any) -> Any:
         raise _unsupported("POP consumption")
 
-    def exclusive_consumer(
-        self,
-        group: str,
-        topic: str,
-        *,
-        queues: Sequence[int] | None = None,
-        lease_s: float = 10.0,
-        client_id: str | None = None,
-        init_mode: str = "earliest",
-        request_timeout_s: float = 15.0,
-    ) -> ExclusivePort:
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> ExclusivePort:
         raise _unsupported("exclusive consumption")
 
     def close(self) -> None:

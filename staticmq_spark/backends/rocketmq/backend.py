@@ -7,7 +7,6 @@ exactly-once-transactional), or at least once with direct sends and a dedup key 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from staticmq_spark.backends.address import ClusterAddress
@@ -21,6 +20,7 @@ from staticmq_spark.errors import InvalidArgumentError
 # The sinks, producer and pull consumer are imported where they are first used: a source's
 # planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
 if TYPE_CHECKING:
+    from staticmq_spark.backends.exclusive_port import ExclusiveSettings
     from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusivePort
     from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
@@ -111,30 +111,11 @@ class RocketMQBackend:
 
         return RocketMQPopConsumer(self.instance, group, topic, **options)
 
-    def exclusive_consumer(
-        self,
-        group: str,
-        topic: str,
-        *,
-        queues: Sequence[int] | None = None,
-        lease_s: float = 10.0,
-        client_id: str | None = None,
-        init_mode: str = "earliest",
-        request_timeout_s: float = 15.0,
-    ) -> RocketMQExclusivePort:
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> RocketMQExclusivePort:
         """RocketMQ's rebalance locks and allocation (backends/rocketmq/exclusive_consumer.py)."""
         from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusivePort
 
-        return RocketMQExclusivePort(
-            self.instance,
-            group,
-            topic,
-            queues=queues,
-            lease_s=lease_s,
-            client_id=client_id,
-            request_timeout_s=request_timeout_s,
-            init_mode=init_mode,
-        )
+        return RocketMQExclusivePort(self.instance, group, topic, settings)
 
     def close(self) -> None:
         with self._lock:

@@ -37,7 +37,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
-from staticmq_spark.backends.exclusive_port import LockAnswer, QueueKey
+from staticmq_spark.backends.exclusive_port import ExclusiveSettings, LockAnswer, QueueKey
 from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.consumer_groups import (
     allocate_averagely,
@@ -64,21 +64,11 @@ HEARTBEAT_S = 5.0  # heartbeats and route refreshes (a broker drops a client sil
 class RocketMQExclusivePort:
     pull_renews_lease = False  # RocketMQ's pulls do not look at locks
 
-    def __init__(
-        self,
-        instance: RocketMQClientInstance,
-        group: str,
-        topic: str,
-        *,
-        queues: Sequence[int] | None = None,
-        lease_s: float = 10.0,
-        client_id: str | None = None,
-        init_mode: str = "earliest",
-        request_timeout_s: float = 15.0,
-    ) -> None:
+    def __init__(self, instance: RocketMQClientInstance, group: str, topic: str, settings: ExclusiveSettings) -> None:
         """`instance`: the backend's client instance (connections, ACL keys, routes)."""
         validate_group(group)
         validate_topic(topic)
+        lease_s = settings.lease_s
         if not 0.2 <= lease_s <= MAX_LEASE_S:
             raise InvalidArgumentError(
                 f"lease_s must be 0.2..{MAX_LEASE_S:g} seconds on Apache RocketMQ, got {lease_s} (its brokers "
@@ -86,14 +76,14 @@ class RocketMQExclusivePort:
             )
         self.group = group
         self.topic = topic
-        self.client_id = client_id or f"staticmq@{os.getpid()}@{uuid.uuid4().hex[:12]}"
+        self.client_id = settings.client_id or f"staticmq@{os.getpid()}@{uuid.uuid4().hex[:12]}"
         self.lease_s = lease_s
-        self._from_first = init_mode == "earliest"
-        self._client = instance.remoting.with_timeout(request_timeout_s)
-        self._pull = RocketMQPullConsumer(instance, group=group, request_timeout_s=request_timeout_s)
+        self._from_first = settings.init_mode == "earliest"
+        self._client = instance.remoting.with_timeout(settings.request_timeout_s)
+        self._pull = RocketMQPullConsumer(instance, group=group, request_timeout_s=settings.request_timeout_s)
         self._access = self._pull.access
         total = len(self._pull.queues(topic))  # a static topic, or a clear error now
-        self._pinned = None if queues is None else sorted(set(queues))
+        self._pinned = None if settings.queues is None else sorted(set(settings.queues))
         wrong = [q for q in self._pinned or [] if not 0 <= q < total]
         if wrong:
             raise QueueNotFoundError(f"static topic {topic!r} has {total} logic queues; queues {wrong} do not exist")

@@ -22,6 +22,7 @@ from staticmq_spark.errors import InvalidOptionError
 # process (pyspark's per-query runner) and its read tasks need only the reader, and every module
 # less is CPU less at each query's start.
 if TYPE_CHECKING:
+    from staticmq_spark.backends.exclusive_port import ExclusiveSettings
     from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusivePort
     from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopConsumer
     from staticmq_spark.backends.staticmq.producer import StaticMQProducer
@@ -129,29 +130,11 @@ class StaticMQBackend:
 
         return StaticMQPopConsumer(self.instance, group, topic, **options)
 
-    def exclusive_consumer(
-        self,
-        group: str,
-        topic: str,
-        *,
-        queues: Sequence[int] | None = None,
-        lease_s: float = 10.0,
-        client_id: str | None = None,
-        init_mode: str = "earliest",
-        request_timeout_s: float = 15.0,
-    ) -> StaticMQExclusivePort:
-        """staticmq's pull locks (backends/staticmq/exclusive_consumer.py); `init_mode` is the loop's."""
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> StaticMQExclusivePort:
+        """staticmq's pull locks (backends/staticmq/exclusive_consumer.py)."""
         from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusivePort
 
-        return StaticMQExclusivePort(
-            self.instance,
-            group,
-            topic,
-            queues=queues,
-            lease_s=lease_s,
-            client_id=client_id,
-            request_timeout_s=request_timeout_s,
-        )
+        return StaticMQExclusivePort(self.instance, group, topic, settings)
 
     def close(self) -> None:
         with self._lock:

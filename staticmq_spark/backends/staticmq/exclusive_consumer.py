@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from staticmq_spark.backends.exclusive_port import LockAnswer, QueueKey
+from staticmq_spark.backends.exclusive_port import ExclusiveSettings, LockAnswer, QueueKey
 from staticmq_spark.backends.staticmq.answers import pull_result
 from staticmq_spark.backends.staticmq.client_instance import StaticMQClientInstance
 from staticmq_spark.backends.staticmq.pull_consumer import StaticMQPullConsumer
@@ -39,29 +39,20 @@ from staticmq_spark.protocol.topics.route_view import QueueAddress
 class StaticMQExclusivePort:
     pull_renews_lease = True  # ExclusivePull renews the lock it reads under
 
-    def __init__(
-        self,
-        instance: StaticMQClientInstance,
-        group: str,
-        topic: str,
-        *,
-        queues: Sequence[int] | None = None,
-        lease_s: float = 10.0,
-        client_id: str | None = None,
-        request_timeout_s: float = 15.0,
-    ) -> None:
+    def __init__(self, instance: StaticMQClientInstance, group: str, topic: str, settings: ExclusiveSettings) -> None:
         validate_group(group)
         validate_topic(topic)
+        lease_s = settings.lease_s
         if not 0.2 <= lease_s <= 300:
             raise InvalidArgumentError(f"lease_s must be 0.2..300 seconds, got {lease_s}")
         self.group = group
         self.topic = topic
-        self.client_id = client_id or f"exclusive-{uuid.uuid4().hex[:12]}"
+        self.client_id = settings.client_id or f"exclusive-{uuid.uuid4().hex[:12]}"
         self.lease_s = lease_s
-        self._pinned = None if queues is None else sorted(set(queues))
-        self._timeout_s = request_timeout_s
+        self._pinned = None if settings.queues is None else sorted(set(settings.queues))
+        self._timeout_s = settings.request_timeout_s
         self._channels = instance.channels
-        self._pull = StaticMQPullConsumer(instance, group=group, request_timeout_s=request_timeout_s)
+        self._pull = StaticMQPullConsumer(instance, group=group, request_timeout_s=settings.request_timeout_s)
 
     def key(self, queue: QueueAddress) -> QueueKey:
         return queue.broker, queue.queue_id
