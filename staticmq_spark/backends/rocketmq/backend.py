@@ -20,8 +20,7 @@ from staticmq_spark.errors import InvalidArgumentError
 # The sinks, producer and pull consumer are imported where they are first used: a source's
 # planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
 if TYPE_CHECKING:
-    from staticmq_spark.backends.exclusive_port import ExclusiveSettings
-    from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusivePort
+    from staticmq_spark.backends.exclusive_port import ExclusivePort, ExclusiveSettings
     from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopConsumer
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
     from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
@@ -111,7 +110,7 @@ class RocketMQBackend:
 
         return RocketMQPopConsumer(self.instance, group, topic, **options)
 
-    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> RocketMQExclusivePort:
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> ExclusivePort:
         """RocketMQ's rebalance locks and allocation (backends/rocketmq/exclusive_consumer.py)."""
         from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusivePort
 

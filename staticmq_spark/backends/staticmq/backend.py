@@ -22,8 +22,7 @@ from staticmq_spark.errors import InvalidOptionError
 # process (pyspark's per-query runner) and its read tasks need only the reader, and every module
 # less is CPU less at each query's start.
 if TYPE_CHECKING:
-    from staticmq_spark.backends.exclusive_port import ExclusiveSettings
-    from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusivePort
+    from staticmq_spark.backends.exclusive_port import ExclusivePort, ExclusiveSettings
     from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopConsumer
     from staticmq_spark.backends.staticmq.producer import StaticMQProducer
     from staticmq_spark.backends.staticmq.staging import SinkClients
@@ -130,7 +129,7 @@ class StaticMQBackend:
 
         return StaticMQPopConsumer(self.instance, group, topic, **options)
 
-    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> StaticMQExclusivePort:
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> ExclusivePort:
         """staticmq's pull locks (backends/staticmq/exclusive_consumer.py)."""
         from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusivePort
 
