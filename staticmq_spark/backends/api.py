@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from staticmq_spark.backends.address import ClusterAddress
+from staticmq_spark.backends.exclusive_port import ExclusivePort, ExclusiveSettings
 from staticmq_spark.backends.pop_port import DEFAULT_POP, PopPort, PopSettings
 from staticmq_spark.backends.types import (
     DEFAULT_REQUEST_BYTES,
@@ -300,8 +301,9 @@ class Backend(Protocol):
         topic and settings checked by the caller)."""
         ...
 
-    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> Any:
-        """Exclusive, lock-held consumption (Capabilities.exclusive)."""
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> ExclusivePort:
+        """Exclusive, lock-held consumption (Capabilities.exclusive): the port the one loop above
+        the seam (client/exclusive_loop.py) runs over."""
         ...
 
     def close(self) -> None: ...

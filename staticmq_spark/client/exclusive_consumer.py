@@ -1,7 +1,16 @@
 """The ExclusiveConsumer: ordered consumption of queues it holds the broker-side lock of, on
-staticmq clusters (backends/staticmq/exclusive_consumer.py: pull locks the brokers enforce) and on
-Apache RocketMQ (backends/rocketmq/exclusive_consumer.py: the group's averaged allocation and the
-rebalance locks RocketMQ's orderly consumers use, lease_s at most 30 s)."""
+staticmq clusters (pull locks the brokers enforce) and on Apache RocketMQ (the group's averaged
+allocation and the rebalance locks RocketMQ's orderly consumers use, lease_s at most 30 s).
+
+    with ExclusiveConsumer(namesrv, "group", "topic", lease_s=10) as consumer:
+        for result in consumer.poll(max_messages=500, wait_s=1.0):
+            handle(result.batch)            # Arrow, in queue order, one PullResult per queue
+        consumer.commit()                   # or leave it to auto_commit on the next poll
+
+The loop (locks, leases, hand-over, offsets) is client/exclusive_loop.py, written once over the
+backend's ExclusivePort (backends/exclusive_port.py); what each backend does underneath is in
+backends/staticmq/exclusive_consumer.py and backends/rocketmq/exclusive_consumer.py.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from staticmq_spark.backends import open_backend
-from staticmq_spark.backends.types import ClientSecurity, PullResult, QueueAddress
-from staticmq_spark.closing import Closeable
+from staticmq_spark.backends.exclusive_port import ExclusiveSettings
+from staticmq_spark.backends.types import ClientSecurity, check_init_mode
+from staticmq_spark.client.exclusive_loop import ExclusiveLoop
 from staticmq_spark.protocol.security.auth import Credentials
 
 
-class ExclusiveConsumer(Closeable):
+class ExclusiveConsumer(ExclusiveLoop):
     def __init__(
         self,
         namesrv: str,
@@ -31,39 +41,19 @@ class ExclusiveConsumer(Closeable):
         credentials: Credentials | tuple[str, str] | None = None,
         tls_ca: str | Path | None = None,
     ) -> None:
+        check_init_mode(init_mode)
         self._backend = open_backend(namesrv, ClientSecurity.of(credentials, tls_ca))
-        self._impl = self._backend.exclusive_consumer(
-            group,
-            topic,
-            queues=queues,
-            lease_s=lease_s,
-            client_id=client_id,
-            auto_commit=auto_commit,
-            init_mode=init_mode,
-            retry_lock_s=retry_lock_s,
-            request_timeout_s=request_timeout_s,
-        )
-        self.group = group
-        self.topic = topic
-        self.client_id: str = self._impl.client_id
-
-    @property
-    def held(self) -> list[QueueAddress]:
-        """Queues this consumer holds a live lease on now."""
-        held: list[QueueAddress] = self._impl.held
-        return held
-
-    def poll(self, max_messages: int = 1024, wait_s: float = 1.0) -> list[PullResult]:
-        found: list[PullResult] = self._impl.poll(max_messages, wait_s)
-        return found
-
-    def renew(self) -> list[QueueAddress]:
-        renewed: list[QueueAddress] = self._impl.renew()
-        return renewed
-
-    def commit(self) -> None:
-        self._impl.commit()
+        try:
+            pinned = None if queues is None else tuple(queues)
+            settings = ExclusiveSettings(pinned, lease_s, client_id, init_mode, request_timeout_s)
+            port = self._backend.exclusive_consumer(group, topic, settings)
+        except BaseException:
+            self._backend.close()
+            raise
+        super().__init__(port, auto_commit=auto_commit, init_mode=init_mode, retry_lock_s=retry_lock_s)
 
     def close(self) -> None:
-        self._impl.close()
-        self._backend.close()
+        try:
+            super().close()
+        finally:
+            self._backend.close()

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from staticmq_spark.backends import open_backend
-from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
 from staticmq_spark.backends.rocketmq.consumer_groups import lock_body, locked_queues
 from staticmq_spark.backends.rocketmq.wire.codes import RequestCode
 from staticmq_spark.client import ExclusiveConsumer, PullConsumer
@@ -20,6 +18,7 @@ from staticmq_spark.errors import InvalidArgumentError
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.support.rocketmq_exclusive import (
     BROKER_LOCK_S,
+    broker_call,
     drain,
     exclusive_worker,
     held_ids,
@@ -41,14 +40,8 @@ def _foreign_lock_at_leaders(cluster: LocalRocketMQ, group: str, topic: str) -> 
 
 def _foreign_lock(cluster: LocalRocketMQ, broker: str, group: str, topic: str, queues: list[int]) -> set[int]:
     """What a LOCK_BATCH_MQ from another client of the group is granted at `broker`."""
-    backend = open_backend(cluster.address)
-    assert isinstance(backend, RocketMQBackend)
-    try:
-        body = lock_body(group, "someone-else@1", topic, queues)
-        resp = backend.instance.remoting.call(cluster.broker_addr(broker), RequestCode.LOCK_BATCH_MQ, {}, body)
-        return locked_queues(resp.body, topic)
-    finally:
-        backend.close()
+    body = lock_body(group, "someone-else@1", topic, queues)
+    return locked_queues(broker_call(cluster, broker, RequestCode.LOCK_BATCH_MQ, {}, body).body, topic)
 
 
 def test_two_consumers_of_one_group_split_the_logic_queues_and_neither_gets_the_others(
@@ -426,11 +419,12 @@ def _store_physical_offset(
     cluster: LocalRocketMQ, broker: str, group: str, topic: str, queue: int, offset: int
 ) -> None:
     """UPDATE_CONSUMER_OFFSET at `broker` with no static-topic conversion (`lo=false`)."""
-    backend = open_backend(cluster.address)
-    assert isinstance(backend, RocketMQBackend)
-    try:
-        ext = {"consumerGroup": group, "topic": topic, "queueId": queue, "commitOffset": offset, "lo": "false"}
-        resp = backend.instance.remoting.call(cluster.broker_addr(broker), RequestCode.UPDATE_CONSUMER_OFFSET, ext)
-        assert resp.code == 0, resp.remark
-    finally:
-        backend.close()
+    ext: dict[str, object] = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": queue,
+        "commitOffset": offset,
+        "lo": "false",
+    }
+    resp = broker_call(cluster, broker, RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+    assert resp.code == 0, resp.remark

@@ -14,7 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from staticmq_spark.backends import open_backend
+from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
+from staticmq_spark.backends.rocketmq.wire.frames import RemotingCommand
 from staticmq_spark.client import ExclusiveConsumer, Producer, PullResult
+from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 from tests.support.rocketmq_tools import compile_client
 from tests.support.waiting import wait_until
 
@@ -34,6 +38,18 @@ def send(ns: str, topic: str, queues: int, prefix: str, per_queue: int) -> None:
     with Producer(ns) as producer:
         for q in range(queues):
             producer.send_batch(topic, [f"{prefix}-{q}-{i}" for i in range(per_queue)], queue=q)
+
+
+def broker_call(
+    cluster: LocalRocketMQ, broker: str, code: int, ext: dict[str, object], body: bytes = b""
+) -> RemotingCommand:
+    """One remoting request to `broker` from a client of its own (not any consumer's)."""
+    backend = open_backend(cluster.address)
+    assert isinstance(backend, RocketMQBackend)
+    try:
+        return backend.instance.remoting.call(cluster.broker_addr(broker), code, ext, body)
+    finally:
+        backend.close()
 
 
 def held_ids(consumer: ExclusiveConsumer) -> set[int]:

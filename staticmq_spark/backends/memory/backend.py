@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import EXACTLY_ONCE, ProducerSettings, TaskWrite
+from staticmq_spark.backends.exclusive_port import ExclusivePort, ExclusiveSettings
 from staticmq_spark.backends.memory.cluster import CLUSTERS, MemoryBroker, MemoryCluster, Stored, now_ms
 from staticmq_spark.backends.pop_port import DEFAULT_POP, PopPort, PopSettings
 from staticmq_spark.backends.types import (
@@ -313,7 +314,7 @@ class MemoryBackend:
     def pop_consumer(self, group: str, topic: str, settings: PopSettings = DEFAULT_POP) -> PopPort:
         raise _unsupported("POP consumption")
 
-    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> Any:
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> ExclusivePort:
         raise _unsupported("exclusive consumption")
 
     def close(self) -> None:

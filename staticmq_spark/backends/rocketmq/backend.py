@@ -7,7 +7,7 @@ exactly-once-transactional), or at least once with direct sends and a dedup key 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_TRANSACTIONAL, ProducerSettings
@@ -21,7 +21,7 @@ from staticmq_spark.errors import InvalidArgumentError
 # The sinks, producer and pull consumer are imported where they are first used: a source's
 # planning process (pyspark's per-query runner) and its read tasks need only the reader and admin.
 if TYPE_CHECKING:
-    from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
+    from staticmq_spark.backends.exclusive_port import ExclusivePort, ExclusiveSettings
     from staticmq_spark.backends.rocketmq.pop_consumer import RocketMQPopPort
     from staticmq_spark.backends.rocketmq.producer import RocketMQProducer
     from staticmq_spark.backends.rocketmq.pull_consumer import RocketMQPullConsumer
@@ -111,10 +111,11 @@ class RocketMQBackend:
 
         return RocketMQPopPort(self.instance, group, topic, settings)
 
-    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> RocketMQExclusiveConsumer:
-        from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusiveConsumer
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> ExclusivePort:
+        """RocketMQ's rebalance locks and allocation (backends/rocketmq/exclusive_consumer.py)."""
+        from staticmq_spark.backends.rocketmq.exclusive_consumer import RocketMQExclusivePort
 
-        return RocketMQExclusiveConsumer(self.instance, group, topic, **options)
+        return RocketMQExclusivePort(self.instance, group, topic, settings)
 
     def close(self) -> None:
         with self._lock:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -37,7 +36,7 @@ class RocketMQReader:
         self.address = instance.address
         self.instance = instance
         self.client = instance.remoting
-        self._registered: set[tuple[str, str]] = set()
+        self._known_groups: set[str] = set()  # groups ensure_group was run for
         self._ahead: ReadAhead[Callable[[], PullAnswer]] = ReadAhead()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-gather")
 
@@ -143,8 +142,10 @@ class RocketMQReader:
     # ---------------------------------------------------------------- group offsets
 
     def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
-        if (group, topic) not in self._registered:
-            self.register_group(group, topic)
+        """Commit the group's logic offset at the queue's leader; the first commit of a group makes
+        it known first (ensure_group), without making this client a member of it."""
+        if group not in self._known_groups:
+            self.ensure_group(group)
 
         def commit(_bname: str, addr: str) -> None:
             try:
@@ -161,35 +162,22 @@ class RocketMQReader:
         found = self.on_leader(topic, queue, lambda b, a: self.client.query_consumer_offset(a, group, topic, queue))
         return None if found is None else int(found)
 
-    def register_group(self, group: str, topic: str) -> None:
-        """One HEART_BEAT per master naming the group as a consumer of `topic`: the brokers then
-        know the group (and create its %RETRY% topic), so `mqadmin consumerProgress` shows it."""
-        consumer = {
-            "groupName": group,
-            "consumeType": "CONSUME_ACTIVELY",
-            "messageModel": "CLUSTERING",
-            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-            "subscriptionDataSet": [
-                {
-                    "topic": topic,
-                    "subString": "*",
-                    "tagsSet": [],
-                    "codeSet": [],
-                    "subVersion": 0,
-                    "expressionType": "TAG",
-                    "classFilterMode": False,
-                }
-            ],
-            "unitMode": False,
-        }
-        body = json.dumps(
-            {"clientID": f"staticmq@{os.getpid()}", "producerDataSet": [], "consumerDataSet": [consumer]}
-        ).encode()
-        for name, addr in self.masters(refresh=True).items():
-            resp = self.client.call(addr, RequestCode.HEART_BEAT, {}, body)
-            if resp.code != ResponseCode.SUCCESS:
-                log.warning("heartbeat for group %s to %s answered %d: %s", group, name, resp.code, resp.remark)
-        self._registered.add((group, topic))
+    def ensure_group(self, group: str) -> None:
+        """Make the group known on every master without a member: its subscription group (RocketMQ
+        stores offsets only for known groups) and its %RETRY% topic (`mqadmin consumerProgress`
+        finds a group's brokers by that topic's route). A consumer heartbeat would make both, but
+        would also list this client among the group's consumers, and RocketMQ's orderly consumers
+        and staticmq's exclusive ones would then allocate it queues that nobody reads. Best effort:
+        a broker that refuses (e.g. a user without the right to create them) is logged, and a
+        commit it then refuses says why."""
+        try:
+            self.create_group(group)
+            for name, addr in self.masters().items():
+                resp = self.client.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, _retry_topic(group))
+                if resp.code != ResponseCode.SUCCESS:
+                    raise RocketMQError(f"creating %RETRY%{group} on {name} failed: {resp.remark}", resp.code)
+        except StaticMQError as exc:
+            log.warning("making group %s known to the brokers: %s", group, exc.message)
 
     def create_group(self, group: str) -> None:
         """The subscription group on every master (RocketMQ stores offsets only for known groups)."""
@@ -201,6 +189,20 @@ class RocketMQReader:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)  # the connections are the backend's
+
+
+def _retry_topic(group: str) -> dict[str, object]:
+    """UPDATE_AND_CREATE_TOPIC's header of the group's %RETRY% topic, as a heartbeat makes it."""
+    return {
+        "topic": f"%RETRY%{group}",
+        "defaultTopic": "TBW102",
+        "readQueueNums": 1,
+        "writeQueueNums": 1,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+    }
 
 
 def fence_segments(states: list[BrokerState]) -> list[BrokerState]:

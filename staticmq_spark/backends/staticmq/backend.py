@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from staticmq_spark.backends.address import ClusterAddress
 from staticmq_spark.backends.api import EXACTLY_ONCE, ProducerSettings, TaskWrite
@@ -23,7 +23,7 @@ from staticmq_spark.errors import InvalidOptionError
 # process (pyspark's per-query runner) and its read tasks need only the reader, and every module
 # less is CPU less at each query's start.
 if TYPE_CHECKING:
-    from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusiveConsumer
+    from staticmq_spark.backends.exclusive_port import ExclusivePort, ExclusiveSettings
     from staticmq_spark.backends.staticmq.pop_consumer import StaticMQPopPort
     from staticmq_spark.backends.staticmq.producer import StaticMQProducer
     from staticmq_spark.backends.staticmq.staging import SinkClients
@@ -130,10 +130,11 @@ class StaticMQBackend:
 
         return StaticMQPopPort(self.instance, group, topic, settings)
 
-    def exclusive_consumer(self, group: str, topic: str, **options: Any) -> StaticMQExclusiveConsumer:
-        from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusiveConsumer
+    def exclusive_consumer(self, group: str, topic: str, settings: ExclusiveSettings) -> ExclusivePort:
+        """staticmq's pull locks (backends/staticmq/exclusive_consumer.py)."""
+        from staticmq_spark.backends.staticmq.exclusive_consumer import StaticMQExclusivePort
 
-        return StaticMQExclusiveConsumer(self.instance, group, topic, **options)
+        return StaticMQExclusivePort(self.instance, group, topic, settings)
 
     def close(self) -> None:
         with self._lock:
