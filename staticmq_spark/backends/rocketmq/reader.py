@@ -14,10 +14,10 @@ from staticmq_spark.backends.read_ahead import ReadAhead
 from staticmq_spark.backends.retry import retry_read
 from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.wire.codes import RequestCode, ResponseCode
-from staticmq_spark.backends.rocketmq.wire.remoting import PullAnswer, RocketMQError
+from staticmq_spark.backends.rocketmq.wire.remoting import PullAnswer, RocketMQError, check_answer
 from staticmq_spark.backends.rocketmq.wire.routes import TopicRoute
 from staticmq_spark.backends.types import BrokerState, Capabilities, PhysicalBounds, PhysicalRead
-from staticmq_spark.errors import BrokerUnavailableError, StaticMQError
+from staticmq_spark.errors import AccessDeniedError, BrokerUnavailableError, StaticMQError
 from staticmq_spark.mapping import Chain
 from staticmq_spark.protocol.consume.pull_status import PullStatus
 
@@ -147,13 +147,19 @@ class RocketMQReader:
         if group not in self._known_groups:
             self.ensure_group(group)
 
-        def commit(_bname: str, addr: str) -> None:
+        def commit(bname: str, addr: str) -> None:
             try:
                 self.client.update_consumer_offset(addr, group, topic, queue, offset)
             except RocketMQError as exc:
                 if exc.response_code != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
                     raise
-                self.create_group(group)
+                try:
+                    self.create_group(group)
+                except AccessDeniedError:
+                    # keys without the right to create groups: a pull naming the group makes it on
+                    # a broker that creates groups on first use (autoCreateSubscriptionGroup, the
+                    # default), as a consumer's heartbeat would, but without making this a member
+                    self.client.pull(addr, topic, queue, offset, 1, logic=True, group=group, bname=bname)
                 self.client.update_consumer_offset(addr, group, topic, queue, offset)
 
         self.on_leader(topic, queue, commit)
@@ -184,8 +190,7 @@ class RocketMQReader:
         body = json.dumps({"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True}).encode()
         for name, addr in self.masters(refresh=True).items():
             resp = self.client.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
-            if resp.code != ResponseCode.SUCCESS:
-                raise RocketMQError(f"creating group {group!r} on {name} failed: {resp.remark}", resp.code)
+            check_answer(resp, f"creation of group {group!r} on {name}")  # AccessDeniedError: no right
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)  # the connections are the backend's
