@@ -83,7 +83,7 @@ def test_a_replayed_batch_completes_the_recorded_decision_without_committing_any
     first = [write_task(sink, settings, "q-replay", 7, p, [batch_of(f"p{p}", 200)]) for p in range(2)]
     runs = [run for t in first for run in t.detail]
     decision = Decision(topic, "q-replay", 7, runs, sink._tails(topic, runs))
-    sink._log(settings.decision_topic).record(decision)
+    sink.decisions.of(settings.decision_topic).record(decision)
     masters = sink.instance.route(topic, refresh=True).masters
     half_done = runs[0]  # one participant fully committed, another half of its halves, the rest none
     end_halves(

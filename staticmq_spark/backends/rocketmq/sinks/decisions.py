@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.sinks.staged_chunks import decision_records
 from staticmq_spark.backends.rocketmq.sinks.transactions import SinkOwnedTopic, query_by_key
 from staticmq_spark.backends.rocketmq.wire.batch_encode import uniq_keys
@@ -197,3 +198,16 @@ class DecisionLog(SinkOwnedTopic):
                 keys = stored.column("key").to_pylist()
                 bodies += [b for k, b in zip(keys, stored.column("body").to_pylist(), strict=True) if k == key]
         return bodies
+
+
+class DecisionLogs:
+    """A sink's decision log of each decision topic, made when first asked for."""
+
+    def __init__(self, instance: RocketMQClientInstance) -> None:
+        self.instance = instance
+        self._logs: dict[str, DecisionLog] = {}
+
+    def of(self, topic: str) -> DecisionLog:
+        if topic not in self._logs:
+            self._logs[topic] = DecisionLog(self.instance, topic)
+        return self._logs[topic]

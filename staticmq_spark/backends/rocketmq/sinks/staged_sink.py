@@ -38,7 +38,7 @@ from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
 from staticmq_spark.backends.retry import retrying
 from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance, retriable
 from staticmq_spark.backends.rocketmq.leaders import Leader
-from staticmq_spark.backends.rocketmq.sinks.decisions import DecisionLog
+from staticmq_spark.backends.rocketmq.sinks.decisions import DecisionLogs
 from staticmq_spark.backends.rocketmq.sinks.staged_chunks import (
     StagedChunk,
     StagedDecision,
@@ -105,7 +105,7 @@ class RocketMQStagedSink:
         self.client = instance.remoting
         self.leaders = instance.leaders
         self._staging: dict[str, StagingTopic] = {}
-        self._logs: dict[str, DecisionLog] = {}
+        self.decisions = DecisionLogs(instance)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-staged")
         self._lock = threading.Lock()
         # called at "deciding" (before the decision is stored), "decided", "sent" (a chunk's send not
@@ -185,14 +185,9 @@ class RocketMQStagedSink:
 
     # ------------------------------------------------------------------ driver side
 
-    def _log(self, topic: str) -> DecisionLog:
-        if topic not in self._logs:
-            self._logs[topic] = DecisionLog(self.instance, topic)
-        return self._logs[topic]
-
     def recorded(self, settings: WriteSettings, writer: str, batch: int) -> StagedDecision | None:
         key = staged_key(settings.topic, writer, batch)
-        bodies = self._log(settings.decision_topic).find_bodies(key, f"batch {batch} of {writer}")
+        bodies = self.decisions.of(settings.decision_topic).find_bodies(key, f"batch {batch} of {writer}")
         return decode_staged(settings.topic, writer, batch, bodies)
 
     def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
@@ -213,7 +208,7 @@ class RocketMQStagedSink:
         decision = StagedDecision(settings.topic, writer, batch, chunks, self._tails(settings.topic, chunks))
         self.hook("deciding", decision)
         bodies = encode_staged(decision, uuid.uuid4().hex, int(time.time() * 1000))
-        self._log(settings.decision_topic).record_bodies(decision.key, f"batch {batch}", bodies)
+        self.decisions.of(settings.decision_topic).record_bodies(decision.key, f"batch {batch}", bodies)
         self.hook("decided", decision)
         return self.forward(settings, decision, recovering=False)
 

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from staticmq_spark.backends.api import EXACTLY_ONCE, TaskWrite
 from staticmq_spark.backends.rocketmq.client_instance import RocketMQClientInstance
 from staticmq_spark.backends.rocketmq.leaders import Leader
-from staticmq_spark.backends.rocketmq.sinks.decisions import Decision, DecisionLog, HalfRun
+from staticmq_spark.backends.rocketmq.sinks.decisions import Decision, DecisionLogs, HalfRun
 from staticmq_spark.backends.rocketmq.sinks.direct_sink import ROW_ID, row_ids, with_row_ids
 from staticmq_spark.backends.rocketmq.sinks.transaction_timeout import TimeoutWatch
 from staticmq_spark.backends.rocketmq.sinks.transactions import PreparedHalves, end_halves, half_properties, send_halves
@@ -78,7 +78,7 @@ class RocketMQTransactionalSink:
         self.client = instance.remoting
         self.leaders = instance.leaders
         self.timeouts = TimeoutWatch(self.client)
-        self._logs: dict[str, DecisionLog] = {}
+        self.decisions = DecisionLogs(instance)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-halves")
 
     # ------------------------------------------------------------------ executor side
@@ -168,14 +168,9 @@ class RocketMQTransactionalSink:
 
     # ------------------------------------------------------------------ driver side
 
-    def _log(self, topic: str) -> DecisionLog:
-        if topic not in self._logs:
-            self._logs[topic] = DecisionLog(self.instance, topic)
-        return self._logs[topic]
-
     def commit(self, settings: WriteSettings, writer: str, batch: int, tasks: Sequence[TaskWrite]) -> int:
         runs = [run for t in tasks for run in (t.detail or [])]
-        decisions = self._log(settings.decision_topic)
+        decisions = self.decisions.of(settings.decision_topic)
         recorded = decisions.find(settings.topic, writer, batch)
         if recorded is not None:
             log.warning(
