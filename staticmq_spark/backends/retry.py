@@ -54,13 +54,7 @@ def retrying(
             time.sleep(max(min_wait_s, backoff_s(attempt, deadline)))
 
 
-def retry_read(
-    what: str,
-    timeout_s: float,
-    call: Callable[[int], T],
-    *,
-    retriable: Callable[[StaticMQError], bool] = is_retriable,
-) -> T:
+def retry_read(what: str, timeout_s: float, call: Callable[[int], T]) -> T:
     """`retrying`, and a read that still fails on a transient error at the deadline is reported
     as BrokerUnavailableError naming what was read and how many attempts were made."""
     attempts = [0]
@@ -70,9 +64,9 @@ def retry_read(
         return call(attempt)
 
     try:
-        return retrying(what, timeout_s, counted, retriable=retriable)
+        return retrying(what, timeout_s, counted)
     except StaticMQError as exc:
-        if not retriable(exc):
+        if not exc.retriable:
             raise
         raise BrokerUnavailableError(f"{what} failed after {attempts[0] + 1} attempt(s): {exc.message}") from None
 

@@ -12,6 +12,7 @@ from staticmq_spark.backends import open_backend
 from staticmq_spark.backends.api import ProducerSettings
 from staticmq_spark.backends.rocketmq import client_instance
 from staticmq_spark.backends.rocketmq.backend import RocketMQBackend
+from staticmq_spark.backends.rocketmq.wire.codes import RequestCode
 from staticmq_spark.client import Admin
 from staticmq_spark.local_clusters.rocketmq import LocalRocketMQ
 
@@ -91,3 +92,28 @@ def test_the_route_names_every_broker_by_id_with_its_queues(
         assert route.addresses[name] == {0: rocketmq_cluster.broker_addr(name)}  # one replica: the master
         assert route.queues[name].write_queues > 0
     assert backend.instance.brokers() == {n: rocketmq_cluster.broker_addr(n) for n in rocketmq_cluster.broker_names}
+
+
+def test_a_reader_makes_a_committing_group_known_once_not_at_every_commit(
+    backend: RocketMQBackend, static_topic: str, unique_topic: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    creations: list[int] = []
+    remoting = backend.instance.remoting
+    real = remoting.call
+
+    def counted(
+        addr: str, code: int, ext: dict[str, object], body: bytes = b"", timeout_s: float | None = None
+    ) -> object:
+        if code in (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.UPDATE_AND_CREATE_TOPIC):
+            creations.append(code)
+        return real(addr, code, ext, body, timeout_s)
+
+    monkeypatch.setattr(remoting, "call", counted)
+    reader, group = backend.reader(), unique_topic("group")
+    reader.commit_offset(group, static_topic, 0, 0)
+    made = len(creations)
+    assert made > 0  # the group and its %RETRY% topic, on every master
+    for queue in range(4):
+        reader.commit_offset(group, static_topic, queue, 0)
+    assert len(creations) == made
+    assert reader.committed_offset(group, static_topic, 3) == 0

@@ -111,9 +111,8 @@ class RocketMQReader:
             self._pull_ahead(
                 topic, bname, target, queue, answer.next_offset, min(max_messages, until - answer.next_offset)
             )
-        from staticmq_spark.backends.rocketmq.wire.stored_messages import (
-            decode_stored,
-        )  # read tasks only: Arrow kernels
+        # imported here: only read tasks decode (Arrow kernels)
+        from staticmq_spark.backends.rocketmq.wire.stored_messages import decode_stored
 
         stored = decode_stored(answer.body, properties=include_properties)
         return PhysicalRead(answer.status, answer.next_offset, stored)
@@ -176,6 +175,7 @@ class RocketMQReader:
         and staticmq's exclusive ones would then allocate it queues that nobody reads. Best effort:
         a broker that refuses (e.g. a user without the right to create them) is logged, and a
         commit it then refuses says why."""
+        self._known_groups.add(group)  # once per reader: a group missing later is made by the commit
         try:
             self.create_group(group)
             for name, addr in self.masters().items():

@@ -90,7 +90,7 @@ class MemoryPort:
         self.left = True
 
     def close(self) -> None:
-        pass
+        """Nothing to release: the fake holds no connections."""
 
 
 def _loop(port: MemoryPort, auto_commit: bool = True) -> ExclusiveLoop:

@@ -25,7 +25,6 @@ with properties of its own: a RocketMQ consumer sees the row's properties and Ro
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -107,7 +106,6 @@ class RocketMQStagedSink:
         self._staging: dict[str, StagingTopic] = {}
         self.decisions = DecisionLogs(instance)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rocketmq-staged")
-        self._lock = threading.Lock()
         # called at "deciding" (before the decision is stored), "decided", "sent" (a chunk's send not
         # answered yet) and "forwarded" (answered): the kill points the tests crash a driver at
         self.hook: Hook = _no_hook
