@@ -20,7 +20,7 @@ from staticmq_spark.backends.rocketmq.pop_receipts import (
 )
 from staticmq_spark.errors import ReceiptHandleError
 from staticmq_spark.mapping.positions import LogicPosition
-from tests.unit.backends.rocketmq.wire.test_rocketmq_wire import stored_record
+from tests.unit.backends.rocketmq.wire.test_stored_messages import stored_record
 
 
 def test_a_receipt_handle_is_the_eight_fields_of_the_java_clients_pop_ck() -> None:
